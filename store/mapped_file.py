@@ -1,0 +1,248 @@
+"""One fixed-size, memory-mapped segment file (RocketMQ's `MappedFile`).
+
+A segment is named by the 20-digit decimal offset of its first byte in its file set
+(`file_from_offset`). It is created at its full size (a sparse, all-zero file) and never grows.
+
+Positions inside the file (spec §8.1), all byte positions relative to the file start:
+
+| position            | meaning                                                                    |
+|---------------------|----------------------------------------------------------------------------|
+| wrote_position      | end of data appended (into the map, or into the write buffer with a pool) |
+| committed_position  | end of data copied from the write buffer into the map (= wrote without)   |
+| flushed_position    | end of data forced to disk (msync)                                         |
+| read_position       | what readers may see: committed with a write buffer, else wrote           |
+
+Readers never see bytes beyond `read_position`.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+
+from store.errors import CorruptDataError, ReadOnlyStoreError
+
+OS_PAGE_SIZE = 4096
+FILE_NAME_DIGITS = 20
+
+
+def offset_to_file_name(file_from_offset: int) -> str:
+    """`UtilAll.offset2FileName`: 20 digits, zero padded."""
+    assert file_from_offset >= 0
+    return f"{file_from_offset:0{FILE_NAME_DIGITS}d}"
+
+
+def parse_file_name(name: str) -> int | None:
+    """The start offset encoded in a segment file name, or None if the name is not 20 digits."""
+    if len(name) != FILE_NAME_DIGITS or not name.isdigit():
+        return None
+    return int(name)
+
+
+def create_sparse_file(path: str, size_bytes: int) -> None:
+    """Create `path` at its full size, atomically: a crash never leaves a short file behind."""
+    tmp_path = path + ".creating"
+    fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size_bytes)
+    finally:
+        os.close(fd)
+    os.replace(tmp_path, path)
+
+
+class MappedFile:
+    """A segment file mapped into memory. Callers serialize appends (the put lock does)."""
+
+    def __init__(self, path: str, file_size_bytes: int, *, read_only: bool = False,
+                 create: bool = False, write_buffer: bytearray | None = None,
+                 release_write_buffer=None):
+        self.path = path
+        self.file_size_bytes = file_size_bytes
+        self.read_only = read_only
+        name = os.path.basename(path)
+        file_from_offset = parse_file_name(name)
+        if file_from_offset is None:
+            raise CorruptDataError(path, 0, f"segment file name {name!r} is not 20 decimal digits")
+        self.file_from_offset = file_from_offset
+        if create:
+            if read_only:
+                raise ReadOnlyStoreError(f"cannot create {path} in a read-only store")
+            create_sparse_file(path, file_size_bytes)
+        actual_size = os.path.getsize(path)
+        if actual_size != file_size_bytes:
+            raise CorruptDataError(
+                path, actual_size,
+                f"file is {actual_size} bytes, expected {file_size_bytes} (mappedFileSize)")
+        self._map = self._open_map()
+        self.write_buffer = write_buffer
+        self.release_write_buffer = release_write_buffer
+        self.wrote_position = 0
+        self.committed_position = 0
+        self.flushed_position = 0
+        self._flush_lock = threading.Lock()
+        self.destroyed = False
+
+    def _open_map(self) -> mmap.mmap:
+        flags = os.O_RDONLY if self.read_only else os.O_RDWR
+        fd = os.open(self.path, flags)
+        try:
+            access = mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
+            # The fd is not kept: a store with thousands of queues must not run out of descriptors.
+            return mmap.mmap(fd, self.file_size_bytes, access=access)
+        finally:
+            os.close(fd)
+
+    # -- positions -------------------------------------------------------------------------------
+
+    @property
+    def read_position(self) -> int:
+        return self.committed_position if self.write_buffer is not None else self.wrote_position
+
+    @property
+    def file_end_offset(self) -> int:
+        return self.file_from_offset + self.file_size_bytes
+
+    def set_positions(self, position: int) -> None:
+        """Set wrote, committed and flushed positions at once (load and recovery)."""
+        assert 0 <= position <= self.file_size_bytes
+        self.wrote_position = self.committed_position = self.flushed_position = position
+
+    def is_full(self) -> bool:
+        return self.wrote_position == self.file_size_bytes
+
+    def free_bytes(self) -> int:
+        return self.file_size_bytes - self.wrote_position
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStoreError(f"{self.path} is mapped read-only")
+
+    def append(self, data) -> int:
+        """Copy `data` at the wrote position; return the position it was written at."""
+        self._check_writable()
+        position = self.wrote_position
+        end = position + len(data)
+        assert end <= self.file_size_bytes, "append past the end of the segment"
+        target = self.write_buffer if self.write_buffer is not None else self._map
+        target[position:end] = data
+        self.wrote_position = end
+        return position
+
+    def write_at(self, position: int, data) -> None:
+        """Overwrite bytes in place (not moving any position)."""
+        self._check_writable()
+        end = position + len(data)
+        assert 0 <= position and end <= self.file_size_bytes
+        self._map[position:end] = data
+        if self.write_buffer is not None:
+            self.write_buffer[position:end] = data
+
+    def commit(self, least_pages: int = 0) -> int:
+        """Copy [committed, wrote) from the write buffer into the map (transient store pool)."""
+        if self.write_buffer is None:
+            self.committed_position = self.wrote_position
+            return self.committed_position
+        wrote = self.wrote_position
+        start = self.committed_position
+        if wrote <= start:
+            return start
+        if least_pages > 0 and wrote < self.file_size_bytes and \
+                (wrote // OS_PAGE_SIZE - start // OS_PAGE_SIZE) < least_pages:
+            return start
+        self._map[start:wrote] = self.write_buffer[start:wrote]
+        self.committed_position = wrote
+        if wrote == self.file_size_bytes:
+            # The whole file is committed: the buffer goes back to the pool.
+            self.write_buffer = None
+            if self.release_write_buffer is not None:
+                self.release_write_buffer()
+        return wrote
+
+    def flush(self, least_pages: int = 0) -> int:
+        """msync [flushed, read position) if at least `least_pages` dirty pages (or the file is full)."""
+        with self._flush_lock:
+            target = self.read_position
+            start = self.flushed_position
+            if target <= start:
+                return start
+            if least_pages > 0 and target < self.file_size_bytes and \
+                    (target // OS_PAGE_SIZE - start // OS_PAGE_SIZE) < least_pages:
+                return start
+            if not self.read_only and not self.destroyed:
+                aligned = start - start % mmap.ALLOCATIONGRANULARITY
+                self._map.flush(aligned, target - aligned)
+            self.flushed_position = target
+            return target
+
+    def zero_from(self, position: int) -> None:
+        """Zero every non-zero byte from `position` to the end of the file (cut data stays cut)."""
+        self._check_writable()
+        chunk = 1 << 20
+        cursor = position
+        while cursor < self.file_size_bytes:
+            end = min(cursor + chunk, self.file_size_bytes)
+            view = self._map[cursor:end]
+            if view.count(0) != len(view):
+                self._map[cursor:end] = bytes(end - cursor)
+            cursor = end
+        self._map.flush()
+
+    def warm(self) -> None:
+        """Touch every page once, as RocketMQ's warmMappedFile does, so first writes don't fault."""
+        self._check_writable()
+        zero_page = bytes(OS_PAGE_SIZE)
+        for position in range(self.wrote_position - self.wrote_position % OS_PAGE_SIZE,
+                              self.file_size_bytes, OS_PAGE_SIZE):
+            if position >= self.wrote_position:
+                self._map[position:position + OS_PAGE_SIZE] = zero_page
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def view(self, position: int, size: int, *, unchecked: bool = False) -> memoryview | None:
+        """A zero-copy view of [position, position+size), or None if it is not readable yet."""
+        limit = self.file_size_bytes if unchecked else self.read_position
+        if position < 0 or size < 0 or position + size > limit or self.destroyed:
+            return None
+        return memoryview(self._map)[position:position + size]
+
+    def read(self, position: int, size: int, *, unchecked: bool = False) -> bytes | None:
+        """A copy of [position, position+size), or None if it is not readable."""
+        limit = self.file_size_bytes if unchecked else self.read_position
+        if position < 0 or size < 0 or position + size > limit or self.destroyed:
+            return None
+        return self._map[position:position + size]
+
+    @property
+    def buffer(self) -> mmap.mmap:
+        """The raw mapping (for codecs that read at positions they have checked themselves)."""
+        return self._map
+
+    def mtime_ms(self) -> int:
+        return int(os.stat(self.path).st_mtime * 1000)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self.destroyed:
+            return
+        try:
+            self._map.close()
+        except BufferError:
+            # A reader still holds a zero-copy view; the mapping is released when it is dropped.
+            pass
+        self.destroyed = True
+
+    def destroy(self) -> None:
+        """Unmap and delete the file."""
+        self.close()
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return (f"MappedFile({os.path.basename(self.path)}, wrote={self.wrote_position}, "
+                f"committed={self.committed_position}, flushed={self.flushed_position})")

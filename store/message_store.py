@@ -1,0 +1,299 @@
+"""`MessageStore`: the one object the CLI, the dashboard, the pipeline and the tests talk to.
+
+It wires the parts (commit log, consume queues, index, checkpoint, config files) to the services
+(dispatch, flush/commit, long polling, cleanup) and offers RocketMQ's store API. It holds no format
+logic of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from store.api import (GetMessageResult, GetMessageStatus, Message, PutMessageResult,
+                       PutMessageStatus, QueryMessageResult)
+from store.codec.message import MessageRecord, decode_message
+from store.codec.msgid import decode_message_id
+from store.commit_log import RecordTooLargeForSegment
+from store.config import StoreConfig
+from store.errors import MessageNotFoundError, ReadOnlyStoreError, StoreClosedError
+from store.lookups import LookupsMixin
+from store.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
+from store.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
+from store.services import StoreServices
+from store.store_parts import open_parts
+
+FOREVER_MS = 2**63 - 1
+
+
+class MessageStore(LookupsMixin):
+    """A RocketMQ-format message store. Use `MessageStore.open(config)`; close it (or use `with`)."""
+
+    def __init__(self, parts, clock_ms):
+        self._parts = parts
+        self.config: StoreConfig = parts.config
+        self.style = parts.style
+        self.read_only = parts.read_only
+        self.commit_log = parts.commit_log
+        self.consume_queues = parts.consume_queues
+        self.index_service = parts.index_service
+        self.checkpoint = parts.checkpoint
+        self.consumer_offsets = parts.consumer_offsets
+        self.topics = parts.topics
+        self.recovery_report = parts.recovery
+        self.clock_ms = clock_ms
+        self.closed = False
+        self.disk_full = False
+        cfg = self.config
+        self._put_settings = PutSettings(
+            store_host=cfg.store_host, max_message_size=cfg.max_message_size,
+            properties_style=self.style,
+            allow_v2_records=self.style == "5.x" and cfg.auto_message_version_on_topic_len,
+            delay_levels_ms=tuple(parse_delay_levels(cfg.message_delay_level)),
+            segment_size_bytes=cfg.mapped_file_size_commit_log)
+        self._limits = TransferLimits(
+            cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
+            cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk,
+            cfg.access_message_in_memory_max_ratio, total_physical_memory_bytes())
+        self._units_per_cq_file = cfg.mapped_file_size_consume_queue // 20
+        self._close_lock = threading.Lock()
+        self.services = StoreServices(self)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, config: StoreConfig, read_only: bool = False, *, clock_ms=None,
+             start_services: bool = True) -> "MessageStore":
+        """Open (and recover, unless read-only) the store at `config.store_path_root_dir`."""
+        clock = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        parts = open_parts(config, read_only=read_only, clock_ms=clock)
+        store = cls(parts, clock)
+        try:
+            store.services.prepare()
+            if start_services:
+                store.services.start()
+        except BaseException:
+            store._close_parts()
+            raise
+        return store
+
+    def close(self) -> None:
+        """Clean shutdown: drain dispatch, flush everything, write the checkpoint, drop `abort`."""
+        with self._close_lock:
+            if self.closed:
+                return
+            self.closed = True
+            try:
+                self.services.shutdown()
+            finally:
+                self._close_parts()
+
+    def _close_parts(self) -> None:
+        for part in (self.index_service, self.consume_queues, self.commit_log.mapped_files):
+            if part is not None:
+                part.close()
+        if self._parts.lock is not None:
+            self._parts.lock.release()
+
+    def __enter__(self) -> "MessageStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StoreClosedError("the store is closed")
+
+    # -- write path ------------------------------------------------------------------------------
+
+    def _refuse_writes(self) -> PutMessageResult | None:
+        if self.closed:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is closed")
+        if self.read_only:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    error="store is open read-only")
+        if self.disk_full:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    error="disk usage is above the warning level; puts are refused")
+        return None
+
+    def put_message(self, message: Message) -> PutMessageResult:
+        """Append one message; returns where it landed, or RocketMQ's status for a refusal."""
+        return self.put_messages([message], _single=True)
+
+    def put_messages(self, messages: list[Message], _single: bool = False) -> PutMessageResult:
+        """Append a batch: one topic and queue, all records in one segment, all or nothing."""
+        refused = self._refuse_writes()
+        if refused is not None:
+            return refused
+        if not messages:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="empty batch")
+        first = messages[0]
+        if any(m.topic != first.topic or m.queue_id != first.queue_id for m in messages):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    error="a batch must have one topic and one queue")
+        now_ms = self.clock_ms()
+        try:
+            encoded = [encode_for_put(m, self._put_settings, now_ms) for m in messages]
+        except PutRefused as refusal:
+            return PutMessageResult(refusal.status, error=refusal.reason)
+        if not _single:
+            total = sum(len(record) for record, _ in encoded)
+            if total > self.config.max_message_size and len(messages) > 1:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        error=f"batch of {total} bytes exceeds maxMessageSize")
+        drafts = [d for _, d in encoded]
+        draft = drafts[0]
+        if len(encoded) > 1 and any(d.delivery_delay_ms >= 0 or d.sys_flag & 0x0C
+                                    for _, d in encoded):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    error="batches cannot be delayed or transactional")
+        records = [record for record, _ in encoded]
+        try:
+            appended = self.commit_log.append(records, drafts)
+        except RecordTooLargeForSegment as error:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(error))
+        self.topics.note_topic(draft.topic, draft.queue_id)
+        status = self.services.after_append(appended, messages)
+        return PutMessageResult(
+            status, appended.wrote_offset, appended.wrote_bytes, ",".join(appended.msg_ids),
+            appended.queue_offset, appended.store_timestamp, appended.message_count,
+            appended.msg_ids,
+            error=None if status is PutMessageStatus.PUT_OK else "flush did not complete in time")
+
+    # -- read path -------------------------------------------------------------------------------
+
+    def get_message(self, group: str, topic: str, queue_id: int, queue_offset: int,
+                    max_msg_nums: int = 32, *, tag_expression: str | None = None,
+                    max_total_msg_size: int | None = None, long_poll_ms: int = 0,
+                    decode: bool = True) -> GetMessageResult:
+        """Pull messages of one queue (spec §10.1). With `long_poll_ms` > 0, a pull that finds
+        nothing new waits until a matching message is dispatched or the time is up."""
+        self._check_open()
+        tag_filter = TagFilter.parse(tag_expression)
+        deadline = time.monotonic() + long_poll_ms / 1000.0
+        started = time.monotonic()
+        offset = queue_offset
+        while True:
+            result = get_message(
+                self.commit_log, self.consume_queues, topic, queue_id, offset, max_msg_nums,
+                tag_filter=tag_filter, limits=self._limits,
+                known_queue=self.is_known_queue(topic, queue_id),
+                units_per_cq_file=self._units_per_cq_file,
+                max_total_msg_size=max_total_msg_size, decode=decode)
+            waiting_status = result.status in (
+                GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.NO_MATCHED_MESSAGE) or (
+                result.status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+                                  GetMessageStatus.NO_MATCHED_LOGIC_QUEUE) and offset == 0)
+            remaining_ms = (deadline - time.monotonic()) * 1000
+            if long_poll_ms <= 0 or not waiting_status or remaining_ms <= 0:
+                break
+            if result.status is GetMessageStatus.NO_MATCHED_MESSAGE:
+                offset = result.next_begin_offset   # skip what did not match, keep waiting
+                continue
+            self.services.hold.wait_for_arrival(topic, queue_id, offset, remaining_ms)
+            if self.closed:
+                break
+        waited_ms = int((time.monotonic() - started) * 1000)
+        if waited_ms and long_poll_ms > 0:
+            result = GetMessageResult(result.status, result.next_begin_offset, result.min_offset,
+                                      result.max_offset, result.messages,
+                                      result.suggest_pulling_from_slave, waited_ms)
+        return result
+
+    def is_known_queue(self, topic: str, queue_id: int) -> bool:
+        return (topic, queue_id) in self.commit_log.queue_offsets or \
+            self.consume_queues.get_max_offset(topic, queue_id) > 0 or \
+            self.topics.has_queue(topic, queue_id)
+
+    def look_message_by_offset(self, phy_offset: int) -> MessageRecord:
+        """Decode the record at a physical offset (spec §10.4); MessageNotFoundError if none."""
+        self._check_open()
+        raw = self.commit_log.read_record(phy_offset)
+        if raw is None:
+            raise MessageNotFoundError(f"no record starts at physical offset {phy_offset}")
+        return decode_message(raw)
+
+    def view_message(self, msg_id: str) -> MessageRecord:
+        """Find a message by its offset msgId (store host + physical offset, spec §3.1)."""
+        _host, phy_offset = decode_message_id(msg_id)
+        return self.look_message_by_offset(phy_offset)
+
+    def query_message(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
+                      end_ms: int = FOREVER_MS) -> QueryMessageResult:
+        """Messages of `topic` whose KEYS or UNIQ_KEY contain `key`, stored in [begin, end] (spec
+        §10.5). Up to 3 index rounds; hash collisions are filtered out by checking the real keys."""
+        self._check_open()
+        max_num = max(1, min(max_num, self.config.max_msgs_num_batch))
+        found: dict[int, MessageRecord] = {}
+        collisions = 0
+        last_ts = last_phy = 0
+        round_end = end_ms
+        for _round in range(3):
+            hits = self.index_service.query_offsets(topic, key, max_num, begin_ms, round_end)
+            last_ts, last_phy = hits.last_update_timestamp, hits.last_update_phy_offset
+            if not hits.phy_offsets:
+                break
+            added = False
+            for position, phy_offset in enumerate(sorted(hits.phy_offsets)):
+                if phy_offset in found:
+                    continue
+                raw = self.commit_log.read_record(phy_offset)
+                if raw is None:
+                    continue
+                record = decode_message(raw)
+                if position == 0:
+                    round_end = record.store_timestamp - 1
+                if record.topic == topic and (key == record.uniq_key or key in record.key_list):
+                    found[phy_offset] = record
+                    added = True
+                else:
+                    collisions += 1
+            if added or round_end < begin_ms:
+                break
+        messages = [found[k] for k in sorted(found)][:max_num]
+        return QueryMessageResult(messages, last_ts, last_phy,
+                                  truncated=len(found) >= max_num, collisions_filtered=collisions)
+
+    # -- consumer offsets ------------------------------------------------------------------------
+
+    def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        if self.read_only:
+            raise ReadOnlyStoreError("cannot commit consumer offsets on a read-only store")
+        self.consumer_offsets.commit_offset(group, topic, queue_id, offset)
+
+    def query_consumer_offset(self, group: str, topic: str, queue_id: int) -> int:
+        return self.consumer_offsets.query_offset(group, topic, queue_id)
+
+    # -- introspection ---------------------------------------------------------------------------
+
+    def pointers(self) -> dict[str, int]:
+        """wrote, committed, flushed, reput and confirm offsets, and the commit log's min and max."""
+        queue = self.commit_log.mapped_files
+        return {
+            "wrote": queue.max_wrote_offset(),
+            "committed": queue.max_offset(),
+            "flushed": queue.flushed_where,
+            "reput": self.services.reput.reput_offset,
+            "confirm": self.confirm_offset(),
+            "min_phy_offset": self.commit_log.min_offset(),
+            "max_phy_offset": self.commit_log.max_offset(),
+        }
+
+    def confirm_offset(self) -> int:
+        """4.9.7: -1 (set only by replication). 5.x: flushed offset (SYNC) or max offset (ASYNC)."""
+        if self.style != "5.x":
+            return self.commit_log.confirm_offset
+        if self.config.flush_disk_type == "SYNC_FLUSH":
+            return self.commit_log.mapped_files.flushed_where
+        return self.commit_log.max_offset()
+
+    def check(self):
+        """Cross-check the commit log, consume queues, index and checkpoint; a list of findings."""
+        from store.check import check_store
+        return check_store(self)
+
+    def refresh(self) -> int:
+        """Read-only stores: pick up what a live writer appended since open; returns new bytes."""
+        return self.services.follow_tail()

@@ -1,0 +1,168 @@
+"""Turning a `Message` into an encoded commit-log record, with RocketMQ's checks (spec §2.6, §8.2).
+
+Everything here runs outside the put lock: validation, the properties string, the record bytes with
+placeholder offsets. The commit log patches queue offset, physical offset and store timestamp in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from store.api import Message, PutMessageStatus
+from store.codec import message as msgcodec
+from store.codec.javahash import tags_code as compute_tags_code
+from store.codec.properties import encode_properties
+from store.codec.topic import validate_topic
+from store.commit_log import RecordDraft
+from store.errors import InvalidTopicError
+
+MAX_PROPERTIES_LENGTH = 32767
+MAX_QUEUE_ID = 65535          # a guard against directory explosions; RocketMQ queues are small ints
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class PutRefused(Exception):
+    """A put that fails validation: carries RocketMQ's status and a sentence for the caller."""
+
+    def __init__(self, status: PutMessageStatus, reason: str):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """`messageDelayLevel` ("1s 5s ... 2h") as milliseconds per level (level 1 first)."""
+    levels = []
+    for token in text.split():
+        unit = token[-1]
+        if unit not in _UNIT_MS or not token[:-1].isdigit():
+            raise ValueError(f"bad delay level {token!r}")
+        levels.append(int(token[:-1]) * _UNIT_MS[unit])
+    return levels
+
+
+@dataclass(frozen=True)
+class PutSettings:
+    """The slice of StoreConfig the put path needs."""
+
+    store_host: str
+    max_message_size: int
+    properties_style: str           # "4.9" or "5.x"
+    allow_v2_records: bool          # 5.x autoMessageVersionOnTopicLen
+    delay_levels_ms: tuple[int, ...]
+    segment_size_bytes: int
+
+
+def build_properties(message: Message) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    if message.tags:
+        properties["TAGS"] = message.tags
+    keys = message.key_list()
+    if keys:
+        properties["KEYS"] = " ".join(keys)
+    if message.properties:
+        for name, value in message.properties.items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                                 f"property {name!r} must map a string to a string")
+            if not name or "\x01" in name or "\x02" in name:
+                raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                                 f"property name {name!r} is empty or holds a separator character")
+            if "\x02" in value:
+                raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                                 f"property {name!r} holds the property separator \\x02")
+            properties[name] = value
+    return properties
+
+
+def _apply_delay(topic: str, queue_id: int, properties: dict, sys_flag: int,
+                 settings: PutSettings) -> tuple[str, int]:
+    """Spec §2.9: a DELAY level moves the message to SCHEDULE_TOPIC_XXXX, queue level-1."""
+    level_text = properties.get("DELAY")
+    if not level_text or (sys_flag & 0x0C) not in (0x00, 0x08):
+        return topic, queue_id
+    try:
+        level = int(level_text)
+    except ValueError:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, f"DELAY {level_text!r} is not a number")
+    if level <= 0:
+        return topic, queue_id
+    level = min(level, len(settings.delay_levels_ms))
+    properties["REAL_TOPIC"] = topic
+    properties["REAL_QID"] = str(queue_id)
+    return SCHEDULE_TOPIC, level - 1
+
+
+def delay_tags_code(properties: dict, store_timestamp: int, delay_levels_ms) -> int:
+    """tagsCode of a SCHEDULE_TOPIC_XXXX unit: the delivery time (spec §4.3)."""
+    try:
+        level = int(properties.get("DELAY", "0"))
+    except ValueError:
+        level = 0
+    if level <= 0:
+        return store_timestamp + 1000
+    level = min(level, len(delay_levels_ms))
+    return store_timestamp + delay_levels_ms[level - 1]
+
+
+def encode_for_put(message: Message, settings: PutSettings, now_ms: int
+                   ) -> tuple[bytearray, RecordDraft]:
+    """Validate and encode one message; raise PutRefused with RocketMQ's status on bad input."""
+    if not isinstance(message.body, (bytes, bytearray, memoryview)):
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "the body must be bytes")
+    body = bytes(message.body)
+    try:
+        validate_topic(message.topic, allow_v2=settings.allow_v2_records)
+    except InvalidTopicError as error:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, str(error)) from None
+    if not 0 <= message.queue_id <= MAX_QUEUE_ID:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                         f"queue id {message.queue_id} is outside 0..{MAX_QUEUE_ID}")
+    if len(body) > settings.max_message_size:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                         f"body of {len(body)} bytes exceeds maxMessageSize "
+                         f"({settings.max_message_size} bytes)")
+    sys_flag = message.sys_flag
+    if not -(2**31) <= sys_flag < 2**31 or not -(2**31) <= message.flag < 2**31:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "flag and sys_flag must be 32-bit ints")
+    properties = build_properties(message)
+    topic, queue_id = _apply_delay(message.topic, message.queue_id, properties, sys_flag, settings)
+    properties_text_length = sum(len(k) + len(v) + 2 for k, v in properties.items())
+    if properties_text_length > MAX_PROPERTIES_LENGTH:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                         f"properties text of {properties_text_length} characters exceeds 32767")
+    properties_raw = encode_properties(properties, style=settings.properties_style)
+    if len(properties_raw) > MAX_PROPERTIES_LENGTH:
+        raise PutRefused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                         f"properties of {len(properties_raw)} bytes exceed 32767")
+    version = 2 if settings.allow_v2_records and len(topic) > 127 else 1
+    born_timestamp = now_ms if message.born_timestamp is None else message.born_timestamp
+    born_host = message.born_host or "127.0.0.1:0"
+    try:
+        record = msgcodec.encode_message(
+            topic=topic, queue_id=queue_id, body=body, properties_raw=properties_raw,
+            flag=message.flag, sys_flag=sys_flag, born_timestamp=born_timestamp,
+            born_host=born_host, store_timestamp=now_ms, store_host=settings.store_host,
+            version=version)
+    except ValueError as error:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, str(error)) from None
+    if len(record) > settings.max_message_size + 65536:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                         f"record of {len(record)} bytes exceeds maxMessageSize + 64 KiB")
+    if len(record) + msgcodec.END_FILE_MIN_BLANK_LENGTH > settings.segment_size_bytes:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                         f"record of {len(record)} bytes cannot fit a commit log segment of "
+                         f"{settings.segment_size_bytes} bytes")
+    final_sys_flag = int.from_bytes(record[36:40], "big", signed=True)
+    delay_ms = -1
+    if topic == SCHEDULE_TOPIC and "DELAY" in properties:
+        # The tagsCode is the delivery time, known only once the store timestamp is (in the lock).
+        delay_ms = delay_tags_code(properties, 0, settings.delay_levels_ms)
+    draft = RecordDraft(
+        topic=topic, queue_id=queue_id, sys_flag=final_sys_flag,
+        tags_code=compute_tags_code(properties.get("TAGS")), delivery_delay_ms=delay_ms,
+        keys=properties.get("KEYS", ""), uniq_key=properties.get("UNIQ_KEY"),
+        prepared_transaction_offset=0, properties=properties)
+    return record, draft

@@ -1,0 +1,143 @@
+"""`get_message`: the pull path and its status table (spec §10.1, 4.9.7 rules; §10.2 size cap).
+
+Statuses, checked in this order: no such queue -> NO_MATCHED_LOGIC_QUEUE; max 0 -> NO_MESSAGE_IN_QUEUE;
+below min -> OFFSET_TOO_SMALL; equal to max -> OFFSET_OVERFLOW_ONE; above max ->
+OFFSET_OVERFLOW_BADLY; CQ file gone -> OFFSET_FOUND_NULL; else a scan that gives FOUND,
+NO_MATCHED_MESSAGE or MESSAGE_WAS_REMOVING. A scan never crosses a consume-queue file and looks at no
+more than max(16000, max_msg_nums x 20) bytes of units.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from store.api import GetMessageResult, GetMessageStatus
+from store.codec.javahash import java_string_hash
+from store.codec.message import decode_message
+
+CQ_UNIT_SIZE = 20
+FILTER_WINDOW_BYTES_MIN = 16000
+
+
+def total_physical_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+@dataclass(frozen=True)
+class TagFilter:
+    """A subscription expression: "*" (everything) or "TagA || TagB" (by tag hash, as the broker)."""
+
+    expression: str
+    hash_codes: frozenset[int] | None   # None = accept all
+
+    @classmethod
+    def parse(cls, expression: str | None) -> "TagFilter":
+        text = (expression or "*").strip()
+        if text in ("", "*"):
+            return cls("*", None)
+        tags = [t.strip() for t in text.split("||") if t.strip()]
+        return cls(text, frozenset(java_string_hash(t) for t in tags))
+
+    def accepts(self, tags_code: int) -> bool:
+        if self.hash_codes is None:
+            return True
+        as_int = ((tags_code + 2**31) % 2**32) - 2**31   # Java's (int) cast
+        return as_int in self.hash_codes
+
+
+@dataclass(frozen=True)
+class TransferLimits:
+    max_transfer_bytes_in_memory: int = 262144
+    max_transfer_count_in_memory: int = 32
+    max_transfer_bytes_in_disk: int = 65536
+    max_transfer_count_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    physical_memory_bytes: int = 0
+
+
+def _is_batch_full(size: int, max_msg_nums: int, buffer_total: int, message_total: int,
+                   in_disk: bool, limits: TransferLimits, max_total_bytes: int | None) -> bool:
+    if buffer_total == 0 or message_total == 0:
+        return False
+    if max_msg_nums <= message_total:
+        return True
+    if max_total_bytes is not None and buffer_total + size > max_total_bytes:
+        return True
+    if in_disk:
+        return (buffer_total + size > limits.max_transfer_bytes_in_disk or
+                message_total > limits.max_transfer_count_in_disk - 1)
+    return (buffer_total + size > limits.max_transfer_bytes_in_memory or
+            message_total > limits.max_transfer_count_in_memory - 1)
+
+
+def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_offset: int,
+                max_msg_nums: int, *, tag_filter: TagFilter, limits: TransferLimits,
+                known_queue: bool, units_per_cq_file: int, max_total_msg_size: int | None = None,
+                decode: bool = True) -> GetMessageResult:
+    """Pull up to `max_msg_nums` messages of one queue from `queue_offset` (see module docstring)."""
+    if max_msg_nums <= 0:
+        raise ValueError("max_msg_nums must be positive")
+    if not known_queue:
+        return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    min_offset = consume_queues.get_min_offset(topic, queue_id)
+    max_offset = consume_queues.get_max_offset(topic, queue_id)
+    if max_offset == 0:
+        return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+    if queue_offset < min_offset:
+        return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+    if queue_offset == max_offset:
+        return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, queue_offset, min_offset,
+                                max_offset)
+    if queue_offset > max_offset:
+        return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset,
+                                max_offset)
+    window_units = max(FILTER_WINDOW_BYTES_MIN, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+    units = consume_queues.get_units(topic, queue_id, queue_offset,
+                                     min(window_units, max_offset - queue_offset))
+    if units is None:
+        # rollNextFile: the first queue offset of the next consume-queue file.
+        next_file_offset = queue_offset + units_per_cq_file - queue_offset % units_per_cq_file
+        return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, next_file_offset,
+                                min_offset, max_offset)
+    status = GetMessageStatus.NO_MATCHED_MESSAGE
+    commit_log_max = commit_log.max_offset()
+    in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
+    next_phy_file_start = None
+    buffer_total = 0
+    records = []
+    scanned = 0
+    phy_offsets = units["phy_offset"].tolist()
+    sizes = units["size"].tolist()
+    tags_codes = units["tags_code"].tolist()
+    max_phy_pulling = 0
+    for index in range(len(phy_offsets)):
+        phy_offset, size, tags_code = phy_offsets[index], sizes[index], tags_codes[index]
+        max_phy_pulling = phy_offset
+        if next_phy_file_start is not None and phy_offset < next_phy_file_start:
+            scanned = index + 1
+            continue
+        in_disk = (commit_log_max - phy_offset) > in_memory_bytes
+        if _is_batch_full(size, max_msg_nums, buffer_total, len(records), in_disk, limits,
+                          max_total_msg_size):
+            break
+        scanned = index + 1
+        if not tag_filter.accepts(tags_code):
+            continue
+        raw = commit_log.read(phy_offset, size)
+        if raw is None:
+            if buffer_total == 0:
+                status = GetMessageStatus.MESSAGE_WAS_REMOVING
+            next_phy_file_start = commit_log.next_file_start(phy_offset)
+            continue
+        records.append(raw)
+        buffer_total += size
+        status = GetMessageStatus.FOUND
+        next_phy_file_start = None
+    messages = [decode_message(raw) for raw in records] if decode else records
+    suggest_slave = (commit_log_max - max_phy_pulling) > in_memory_bytes
+    return GetMessageResult(status, queue_offset + scanned, min_offset, max_offset, messages,
+                            suggest_pulling_from_slave=suggest_slave)
