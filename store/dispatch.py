@@ -87,7 +87,7 @@ class ReputService:
 
     # -- one pass --------------------------------------------------------------------------------
 
-    def _next_batch(self, end: int) -> list[DispatchRequest]:
+    def _next_batch(self, end: int) -> tuple[list[DispatchRequest], int]:
         commit_log = self.commit_log
         pending = commit_log.pending_dispatch
         batch: list[DispatchRequest] = []
@@ -128,8 +128,7 @@ class ReputService:
                 offset += result.size
             else:
                 break
-        self.reput_offset = offset
-        return batch
+        return batch, offset
 
     def do_reput(self, max_batches: int | None = None) -> int:
         """Dispatch everything readable now; return the number of records dispatched."""
@@ -141,12 +140,15 @@ class ReputService:
                 if self.reput_offset >= end and self.reput_offset >= self.commit_log.min_offset():
                     break
                 before = self.reput_offset
-                batch = self._next_batch(end)
+                batch, new_offset = self._next_batch(end)
                 if batch:
                     for dispatcher in self.dispatchers:
                         dispatcher.dispatch(batch)
                     total += len(batch)
                     self.dispatched_records += len(batch)
+                # Moved only once the batch is in every index, so "behind 0" means "queryable".
+                self.reput_offset = new_offset
+                if batch:
                     self._notify(batch)
                 if self.reput_offset == before:
                     break

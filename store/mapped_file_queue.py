@@ -151,9 +151,16 @@ class MappedFileQueue:
         return first.file_from_offset if first else 0
 
     def max_offset(self) -> int:
-        """End of what readers may see (last file start + read position)."""
-        last = self.last_file()
-        return last.file_from_offset + last.read_position if last else 0
+        """End of what readers may see: the start + read position of the last file holding data.
+
+        Trailing files with nothing readable (a preallocated next segment seen by a read-only open)
+        do not move the end; after recovery of a writable store there are none.
+        """
+        files = self.files
+        for mapped in reversed(files):
+            if mapped.read_position > 0:
+                return mapped.file_from_offset + mapped.read_position
+        return files[0].file_from_offset if files else 0
 
     def max_wrote_offset(self) -> int:
         last = self.last_file()

@@ -57,6 +57,8 @@ class MessageStore(LookupsMixin):
             cfg.access_message_in_memory_max_ratio, total_physical_memory_bytes())
         self._units_per_cq_file = cfg.mapped_file_size_consume_queue // 20
         self._close_lock = threading.Lock()
+        self._noted_queues: set[tuple[str, int]] = set()
+        self.topics_dirty = False
         self.services = StoreServices(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -154,7 +156,8 @@ class MessageStore(LookupsMixin):
             appended = self.commit_log.append(records, drafts)
         except RecordTooLargeForSegment as error:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(error))
-        self.topics.note_topic(draft.topic, draft.queue_id)
+        if (draft.topic, draft.queue_id) not in self._noted_queues:
+            self._note_topic(draft.topic, draft.queue_id)
         status = self.services.after_append(appended, messages)
         return PutMessageResult(
             status, appended.wrote_offset, appended.wrote_bytes, ",".join(appended.msg_ids),
@@ -202,10 +205,28 @@ class MessageStore(LookupsMixin):
                                       result.suggest_pulling_from_slave, waited_ms)
         return result
 
+    def _note_topic(self, topic: str, queue_id: int) -> None:
+        """Record a topic (and enough queues) in topics.json, as a broker's auto-create does."""
+        config = self.topics.get(topic)
+        queue_nums = max(queue_id + 1, self.config.default_topic_queue_nums)
+        if config is None:
+            self.topics.create_topic(topic, queue_nums, queue_nums)
+            self.topics_dirty = True
+        elif queue_id >= config.write_queue_nums:
+            config.read_queue_nums = max(config.read_queue_nums, queue_id + 1)
+            config.write_queue_nums = queue_id + 1
+            self.topics.put_topic(config)
+            self.topics_dirty = True
+        self._noted_queues.add((topic, queue_id))
+
     def is_known_queue(self, topic: str, queue_id: int) -> bool:
-        return (topic, queue_id) in self.commit_log.queue_offsets or \
-            self.consume_queues.get_max_offset(topic, queue_id) > 0 or \
-            self.topics.has_queue(topic, queue_id)
+        """A queue with a consume queue, or of a topic listed in topics.json."""
+        if (topic, queue_id) in self.commit_log.queue_offsets or \
+                self.consume_queues.get_max_offset(topic, queue_id) > 0:
+            return True
+        config = self.topics.get(topic)
+        return config is not None and 0 <= queue_id < max(config.read_queue_nums,
+                                                          config.write_queue_nums)
 
     def look_message_by_offset(self, phy_offset: int) -> MessageRecord:
         """Decode the record at a physical offset (spec §10.4); MessageNotFoundError if none."""
@@ -226,35 +247,32 @@ class MessageStore(LookupsMixin):
         §10.5). Up to 3 index rounds; hash collisions are filtered out by checking the real keys."""
         self._check_open()
         max_num = max(1, min(max_num, self.config.max_msgs_num_batch))
-        found: dict[int, MessageRecord] = {}
-        collisions = 0
+        hits: list[MessageRecord] = []      # what the broker's queryMessage returns (collisions too)
         last_ts = last_phy = 0
         round_end = end_ms
         for _round in range(3):
-            hits = self.index_service.query_offsets(topic, key, max_num, begin_ms, round_end)
-            last_ts, last_phy = hits.last_update_timestamp, hits.last_update_phy_offset
-            if not hits.phy_offsets:
+            offsets = self.index_service.query_offsets(topic, key, max_num, begin_ms, round_end)
+            last_ts, last_phy = offsets.last_update_timestamp, offsets.last_update_phy_offset
+            if not offsets.phy_offsets:
                 break
-            added = False
-            for position, phy_offset in enumerate(sorted(hits.phy_offsets)):
-                if phy_offset in found:
-                    continue
+            first_time = None
+            for phy_offset in sorted(offsets.phy_offsets):
                 raw = self.commit_log.read_record(phy_offset)
                 if raw is None:
                     continue
                 record = decode_message(raw)
-                if position == 0:
-                    round_end = record.store_timestamp - 1
-                if record.topic == topic and (key == record.uniq_key or key in record.key_list):
-                    found[phy_offset] = record
-                    added = True
-                else:
-                    collisions += 1
-            if added or round_end < begin_ms:
+                if first_time is None:
+                    first_time = record.store_timestamp
+                hits.append(record)
+            if hits or first_time is None or first_time < begin_ms:
                 break
-        messages = [found[k] for k in sorted(found)][:max_num]
-        return QueryMessageResult(messages, last_ts, last_phy,
-                                  truncated=len(found) >= max_num, collisions_filtered=collisions)
+            round_end = first_time
+        # A Java client drops hash collisions by checking the keys; so do we. Like the broker, a
+        # message indexed twice (re-dispatch after a crash) is returned twice.
+        messages = [m for m in hits
+                    if m.topic == topic and (key == m.uniq_key or key in m.key_list)]
+        return QueryMessageResult(messages, last_ts, last_phy, truncated=len(hits) >= max_num,
+                                  collisions_filtered=len(hits) - len(messages))
 
     # -- consumer offsets ------------------------------------------------------------------------
 

@@ -183,6 +183,8 @@ class StoreServices:
             self.cq_flush_service.shutdown()
         self.flush_thorough()
         store.consumer_offsets.persist()
+        if store.topics_dirty:
+            store.topics.persist()
         if self.started and self.reput.behind_bytes() == 0:
             delete_abort(store.config.store_path_root_dir, store.style)
 

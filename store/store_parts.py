@@ -114,13 +114,14 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
         consume_queues.load()
         opened.append(consume_queues)
         checkpoint = CheckpointFile(config.checkpoint_path, read_only=read_only, style=style)
+        checkpoint.load()
         index_service = IndexService(config.index_dir, config.max_hash_slot_num,
                                      config.max_index_num, read_only=read_only, clock_ms=clock_ms)
         index_service.load(last_exit_ok, checkpoint.index_msg_timestamp)
         opened.append(index_service)
         cq_max_phy_offset = consume_queues.recover()
-        min_timestamp = checkpoint.min_timestamp_index() if (
-            config.message_index_enable and config.message_index_safe) else checkpoint.min_timestamp()
+        min_timestamp = checkpoint.min_timestamp_index if (
+            config.message_index_enable and config.message_index_safe) else checkpoint.min_timestamp
         report = recover_commit_log(
             commit_log, abnormal=not last_exit_ok, read_only=read_only, style=style,
             check_crc=config.check_crc_on_recover, cq_max_phy_offset=cq_max_phy_offset,

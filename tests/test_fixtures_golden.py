@@ -82,8 +82,8 @@ def test_checkpoint_after_recovery(opened):
     assert checkpoint.physic_msg_timestamp == want["physicMsgTimestamp"]
     assert checkpoint.logics_msg_timestamp == want["logicsMsgTimestamp"]
     assert checkpoint.index_msg_timestamp == want["indexMsgTimestamp"]
-    assert checkpoint.min_timestamp() == want["minTimestamp"]
-    assert checkpoint.min_timestamp_index() == want["minTimestampIndex"]
+    assert checkpoint.min_timestamp == want["minTimestamp"]
+    assert checkpoint.min_timestamp_index == want["minTimestampIndex"]
     if "confirmPhyOffset" in want:
         assert checkpoint.confirm_phy_offset == want["confirmPhyOffset"]
 

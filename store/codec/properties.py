@@ -1,14 +1,14 @@
-"""The PROPERTIES field of a commit-log record (spec §2.3, vectors §14.4).
+r"""The PROPERTIES field of a commit-log record (spec §2.3, vectors §14.4).
 
 The field is UTF-8 text made of entries, each `name` + NAME_VALUE_SEPARATOR + `value` +
 PROPERTY_SEPARATOR:
 
-| part        | offset         | size_bytes | meaning                                              |
-|-------------|----------------|------------|------------------------------------------------------|
-| name        | entry start    | k          | UTF-8, never contains `\\x01` or `\\x02`              |
-| `\\x01`      | entry + k      | 1          | NAME_VALUE_SEPARATOR                                 |
-| value       | entry + k + 1  | v          | UTF-8, may contain `\\x01`, never `\\x02`              |
-| `\\x02`      | entry + k+1+v  | 1          | PROPERTY_SEPARATOR; 4.9.7 drops it after the last entry, 5.x keeps it |
+| part   | offset        | size_bytes | meaning                                            |
+|--------|---------------|------------|----------------------------------------------------|
+| name   | entry start   | k          | UTF-8, never contains `\x01` or `\x02`             |
+| `\x01` | entry + k     | 1          | NAME_VALUE_SEPARATOR                               |
+| value  | entry + k + 1 | v          | UTF-8, may contain `\x01`, never `\x02`            |
+| `\x02` | entry + k+1+v | 1          | PROPERTY_SEPARATOR (4.9.7 drops the very last one) |
 
 The whole field is at most 32,767 bytes (PROPERTIES LENGTH is a signed short); `encode_message`
 enforces that, not this module, so the put path can report RocketMQ's own status for it.
@@ -97,8 +97,8 @@ def _final_capacity(hashes: list[int], capacity: int) -> int:
 def java_hashmap_order(names: Iterable[str], initial_capacity: int = 16) -> list[str]:
     """`names` (distinct, in insertion order) in the iteration order of a Java HashMap.
 
-    Buckets are visited 0..capacity-1; inside a bucket keys keep insertion order. Tree bins (8+ names
-    colliding in a table of 64 or more) are kept in insertion order too, which is UNVERIFIED (spec §17.4).
+    Buckets are visited 0..capacity-1; inside a bucket keys keep insertion order. Tree bins (8+
+    names colliding in a table of 64 or more) keep insertion order too: UNVERIFIED (spec §17.4).
     """
     assert initial_capacity > 0 and initial_capacity & (initial_capacity - 1) == 0
     ordered = list(names)
@@ -109,16 +109,22 @@ def java_hashmap_order(names: Iterable[str], initial_capacity: int = 16) -> list
     return [ordered[i] for i in positions]
 
 
-def encode_properties(props: Mapping[str, str | None], *, style: str = STYLE_4_9) -> bytes:
+def encode_properties(props: Mapping[str, str | None], *, style: str = STYLE_4_9,
+                      capacity: int | None = None) -> bytes:
     """Serialize properties as a broker of `style` ("4.9" or "5.x") would store them.
 
     Entries come out in Java HashMap order (the mapping's order is the insertion order); None values
-    are skipped. "4.9" drops the final PROPERTY_SEPARATOR, "5.x" keeps it. Like RocketMQ, names and
-    values are not checked for separators and the length is not checked here.
+    are skipped. "4.9" drops the final PROPERTY_SEPARATOR, "5.x" keeps it. `capacity` overrides the
+    style's initial table size: a 5.x store fed `Message` objects directly (not through the broker's
+    request parser) serializes the message's own 16-bucket map, as the 5.3.3 fixtures show. Like
+    RocketMQ, names and values are not checked for separators and the length is not checked here.
     """
-    capacity = HASHMAP_INITIAL_CAPACITY.get(style)
-    if capacity is None:
+    if style not in HASHMAP_INITIAL_CAPACITY:
         raise ValueError(f"unknown properties style {style!r}; expected '4.9' or '5.x'")
+    if capacity is None:
+        capacity = HASHMAP_INITIAL_CAPACITY[style]
+    elif capacity <= 0 or capacity & (capacity - 1):
+        raise ValueError(f"a HashMap capacity is a power of two, not {capacity}")
     # A None value still occupies a HashMap slot (it counts towards resizing); it is only skipped
     # when the string is written, as `messageProperties2String` does.
     names = list(props)

@@ -1,0 +1,155 @@
+"""Plotly figure builders: plain functions from data to `go.Figure` (no streamlit; tested alone)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+POINTER_COLORS = {
+    "wrote": "#d62728", "committed": "#ff7f0e", "flushed": "#2ca02c", "reput": "#1f77b4",
+    "confirm": "#9467bd",
+}
+COLOR_DATA = "#4c78a8"
+COLOR_FILLER = "#f58518"
+COLOR_FREE = "#e5e5e5"
+
+
+def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
+    fig.update_layout(title=title, height=height, margin=dict(l=40, r=20, t=50, b=40),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def segment_pointer_figure(segments: Sequence, pointers: Mapping[str, int]) -> go.Figure:
+    """Every commit-log segment as a bar along the physical offset axis (data, BLANK filler, free),
+    with the wrote/committed/flushed/reput/confirm pointers as vertical lines."""
+    fig = go.Figure()
+    names = [s.name for s in segments]
+    for label, color, base_of, width_of in (
+            ("records", COLOR_DATA, lambda s: s.file_from_offset, lambda s: s.data_bytes),
+            ("BLANK filler", COLOR_FILLER, lambda s: s.file_from_offset + s.data_bytes,
+             lambda s: s.filler_bytes),
+            ("free", COLOR_FREE, lambda s: s.file_from_offset + s.data_bytes + s.filler_bytes,
+             lambda s: s.size_bytes - s.data_bytes - s.filler_bytes)):
+        fig.add_trace(go.Bar(y=names, x=[width_of(s) for s in segments],
+                             base=[base_of(s) for s in segments], orientation="h", name=label,
+                             marker_color=color,
+                             hovertemplate="%{y}<br>from %{base:,} +%{x:,} bytes<extra>" + label
+                                           + "</extra>"))
+    for name, value in pointers.items():
+        if name not in POINTER_COLORS or value is None or value < 0:
+            continue
+        fig.add_vline(x=value, line_color=POINTER_COLORS[name], line_dash="dot",
+                      annotation_text=f"{name} {value:,}", annotation_position="top",
+                      annotation_font_color=POINTER_COLORS[name])
+    fig.update_layout(barmode="overlay", xaxis_title="physical offset (bytes)",
+                      yaxis=dict(autorange="reversed", title="segment file"))
+    return _layout(fig, "Commit log segments and pointers", height=max(260, 60 + 28 * len(segments)))
+
+
+def segment_fill_figure(segments: Sequence) -> go.Figure:
+    """Fill level per segment in percent: records, BLANK filler, free."""
+    names = [s.name for s in segments]
+    fig = go.Figure()
+    for label, color, part in (("records", COLOR_DATA, lambda s: s.data_bytes),
+                               ("BLANK filler", COLOR_FILLER, lambda s: s.filler_bytes),
+                               ("free", COLOR_FREE,
+                                lambda s: s.size_bytes - s.data_bytes - s.filler_bytes)):
+        fig.add_trace(go.Bar(x=names, y=[100.0 * part(s) / s.size_bytes for s in segments],
+                             name=label, marker_color=color,
+                             customdata=[part(s) for s in segments],
+                             hovertemplate="%{x}<br>%{y:.1f}% (%{customdata:,} bytes)<extra>"
+                                           + label + "</extra>"))
+    fig.update_layout(barmode="stack", yaxis_title="% of segment", xaxis_title="segment file")
+    return _layout(fig, "Segment fill level")
+
+
+def rates_figure(rates: pd.DataFrame) -> go.Figure:
+    """Put rate (messages/s and bytes/s) and dispatch backlog over time."""
+    fig = go.Figure()
+    if not rates.empty:
+        fig.add_trace(go.Scatter(x=rates["time"], y=rates["put_messages_per_s"], name="put msgs/s",
+                                 mode="lines"))
+        fig.add_trace(go.Scatter(x=rates["time"], y=rates["put_kib_per_s"], name="put KiB/s",
+                                 mode="lines"))
+        fig.add_trace(go.Scatter(x=rates["time"], y=rates["dispatch_kib_per_s"],
+                                 name="dispatch KiB/s", mode="lines"))
+        fig.add_trace(go.Scatter(x=rates["time"], y=rates["backlog_kib"], name="backlog KiB",
+                                 mode="lines", yaxis="y2", line=dict(dash="dot")))
+    fig.update_layout(yaxis_title="rate", yaxis2=dict(title="backlog KiB", overlaying="y",
+                                                      side="right", rangemode="tozero"))
+    return _layout(fig, "Put and dispatch rates")
+
+
+def lag_figure(lag: pd.DataFrame) -> go.Figure:
+    """Consumer lag (messages behind) per group, one bar per topic/queue."""
+    fig = go.Figure()
+    if not lag.empty:
+        for group, rows in lag.groupby("group", sort=True):
+            fig.add_trace(go.Bar(x=rows["topic"] + " / " + rows["queue_id"].astype(str),
+                                 y=rows["lag"], name=str(group)))
+    fig.update_layout(barmode="group", yaxis_title="messages behind", xaxis_title="topic / queue")
+    return _layout(fig, "Consumer lag per group")
+
+
+def queue_depth_figure(queues: pd.DataFrame) -> go.Figure:
+    """Depth (max - min offset) of every queue."""
+    fig = go.Figure()
+    if not queues.empty:
+        fig.add_trace(go.Bar(x=queues["topic"] + " / " + queues["queue_id"].astype(str),
+                             y=queues["depth"], marker_color=COLOR_DATA, name="depth"))
+    fig.update_layout(yaxis_title="messages", xaxis_title="topic / queue")
+    return _layout(fig, "Queue depth")
+
+
+def slot_heatmap(grid: np.ndarray, title: str = "Index slot occupancy") -> go.Figure:
+    """Entries per hash slot (or per bin of slots), laid out row by row."""
+    fig = go.Figure(go.Heatmap(z=grid, colorscale="Blues", colorbar=dict(title="entries"),
+                               hovertemplate="row %{y}, col %{x}: %{z}<extra></extra>"))
+    fig.update_layout(yaxis=dict(autorange="reversed"))
+    return _layout(fig, title, height=360)
+
+
+def chain_length_histogram(lengths: np.ndarray) -> go.Figure:
+    """How many occupied slots have a chain of each length."""
+    lengths = np.asarray(lengths)
+    lengths = lengths[lengths > 0]
+    values, counts = np.unique(lengths, return_counts=True) if lengths.size else ([], [])
+    fig = go.Figure(go.Bar(x=list(values), y=list(counts), marker_color=COLOR_DATA))
+    fig.update_layout(xaxis_title="chain length (entries in the slot)", yaxis_title="slots")
+    return _layout(fig, "Chain length distribution")
+
+
+def rocksdb_files_figure(files: pd.DataFrame) -> go.Figure:
+    """SST files of a RocksDB consume queue: size per level."""
+    fig = go.Figure()
+    if not files.empty:
+        by_level = files.groupby("level", as_index=False)["size_bytes"].sum()
+        fig.add_trace(go.Bar(x=by_level["level"].astype(str), y=by_level["size_bytes"],
+                             marker_color=COLOR_DATA))
+    fig.update_layout(xaxis_title="level", yaxis_title="bytes")
+    return _layout(fig, "RocksDB SST bytes per level")
+
+
+def recovery_pointers_figure(before: Mapping[str, int], after: Mapping[str, int]) -> go.Figure:
+    """Pointers before the crash/recovery and after, side by side."""
+    names = sorted(set(before) | set(after))
+    fig = go.Figure([
+        go.Bar(x=names, y=[before.get(n, 0) for n in names], name="before"),
+        go.Bar(x=names, y=[after.get(n, 0) for n in names], name="after"),
+    ])
+    fig.update_layout(barmode="group", yaxis_title="physical offset (bytes)")
+    return _layout(fig, "Pointers before and after recovery")
+
+
+def findings_figure(findings: pd.DataFrame) -> go.Figure:
+    """Number of health findings per severity."""
+    fig = go.Figure()
+    if not findings.empty and "severity" in findings:
+        counts = findings["severity"].value_counts()
+        fig.add_trace(go.Bar(x=list(counts.index), y=list(counts.values), marker_color=COLOR_FILLER))
+    fig.update_layout(xaxis_title="severity", yaxis_title="findings")
+    return _layout(fig, "Findings by severity", height=260)

@@ -1,0 +1,90 @@
+"""Numbers for the Overview page: pointers, rates from samples, totals, flush mode, checkpoint."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pandas as pd
+
+RATE_WINDOW_SAMPLES = 120
+
+
+def format_ms(timestamp_ms: int | None) -> str:
+    """An epoch-milliseconds value as UTC text; '-' for unset (<= 0)."""
+    if not timestamp_ms or timestamp_ms <= 0:
+        return "-"
+    try:
+        return dt.datetime.fromtimestamp(timestamp_ms / 1000, dt.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    except (OverflowError, OSError, ValueError):
+        return str(timestamp_ms)
+
+
+def rates(samples) -> pd.DataFrame:
+    """Per-interval rates between consecutive samples (the last RATE_WINDOW_SAMPLES)."""
+    samples = list(samples)[-RATE_WINDOW_SAMPLES:]
+    rows = []
+    for previous, current in zip(samples, samples[1:]):
+        seconds = current.at_s - previous.at_s
+        if seconds <= 0:
+            continue
+        messages = (current.messages - previous.messages) if current.messages >= 0 <= \
+            previous.messages else 0
+        rows.append({
+            "time": pd.Timestamp(current.wall_ms, unit="ms"),
+            "put_messages_per_s": max(0, messages) / seconds,
+            "put_kib_per_s": max(0, current.max_phy_offset - previous.max_phy_offset) / 1024 / seconds,
+            "dispatch_kib_per_s": max(0, current.reput_offset - previous.reput_offset) / 1024 / seconds,
+            "backlog_kib": max(0, current.max_phy_offset - current.reput_offset) / 1024,
+        })
+    return pd.DataFrame(rows, columns=["time", "put_messages_per_s", "put_kib_per_s",
+                                       "dispatch_kib_per_s", "backlog_kib"])
+
+
+def totals(store) -> dict[str, int]:
+    summaries = store.queue_summaries()
+    pointers = store.pointers()
+    return {
+        "topics": len({s.topic for s in summaries}),
+        "queues": len(summaries),
+        "messages": sum(s.depth for s in summaries),
+        "bytes": max(0, pointers["max_phy_offset"] - pointers["min_phy_offset"]),
+        "segments": len(store.commit_log.mapped_files.files),
+    }
+
+
+def flush_settings(store) -> dict[str, str]:
+    cfg = store.config
+    return {
+        "flush mode": cfg.flush_disk_type,
+        "transient store pool": "on" if cfg.transient_store_pool_enable else "off",
+        "flush interval": f"{cfg.flush_interval_commit_log} ms",
+        "consume queue backend": cfg.store_type,
+        "store format": store.style,
+        "opened": "read-only" if store.read_only else "hosted (this process owns it)",
+    }
+
+
+def checkpoint_rows(store) -> list[dict]:
+    cp = store.checkpoint
+    rows = []
+    for name in ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp",
+                 "master_flushed_offset", "confirm_phy_offset"):
+        value = getattr(cp, name, None)
+        if value is None:
+            continue
+        rows.append({"field": name, "value": value,
+                     "as time": format_ms(value) if name.endswith("timestamp") else ""})
+    return rows
+
+
+def status_flags(store) -> dict[str, str]:
+    root = store.config.store_path_root_dir
+    report = store.recovery_report
+    return {
+        "abort file": "present" if os.path.exists(os.path.join(root, "abort")) else "absent",
+        "last recovery": f"{report.mode}: {report.records_checked} records checked, "
+                         f"stopped: {report.stop_reason or '-'}",
+        "dispatch backlog": f"{store.dispatch_behind_bytes():,} bytes",
+    }

@@ -1,0 +1,141 @@
+"""Consume-queue views: the queue table, raw 20-byte units next to their records, consumer lag,
+time jumps, and what a RocksDB backend shows of itself."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+from app.bodies import preview
+from app.overview_data import format_ms
+from store.codec import cq_unit as cqcodec
+from store.codec import message as msgcodec
+from store.errors import CorruptDataError
+
+MAX_UNITS_SHOWN = 200
+MAX_QUEUES_WITH_TIMES = 2000
+
+
+def queue_files(store, topic: str, queue_id: int) -> list[str]:
+    """File names of a file-based consume queue (empty for RocksDB)."""
+    directory = os.path.join(store.config.consume_queue_dir, topic, str(queue_id))
+    try:
+        return sorted(n for n in os.listdir(directory) if n.isdigit())
+    except OSError:
+        return []
+
+
+def queue_table(store) -> pd.DataFrame:
+    """One row per queue: offsets, depth, retained time span, file count."""
+    rows = []
+    summaries = store.queue_summaries()
+    with_times = len(summaries) <= MAX_QUEUES_WITH_TIMES
+    rocksdb = store.config.store_type == "defaultRocksDB"
+    for s in summaries:
+        first = last = -1
+        if with_times and s.depth > 0:
+            first = store.get_message_store_timestamp(s.topic, s.queue_id, s.min_offset)
+            last = store.get_message_store_timestamp(s.topic, s.queue_id, s.max_offset - 1)
+        span_s = (last - first) / 1000 if first > 0 and last > 0 else None
+        rows.append({
+            "topic": s.topic, "queue_id": s.queue_id, "min_offset": s.min_offset,
+            "max_offset": s.max_offset, "depth": s.depth,
+            "first_store_time": format_ms(first), "last_store_time": format_ms(last),
+            "span_hours": round(span_s / 3600, 2) if span_s is not None else None,
+            "files": None if rocksdb else len(queue_files(store, s.topic, s.queue_id)),
+        })
+    return pd.DataFrame(rows, columns=["topic", "queue_id", "min_offset", "max_offset", "depth",
+                                       "first_store_time", "last_store_time", "span_hours", "files"])
+
+
+def units_with_records(store, topic: str, queue_id: int, queue_offset: int,
+                       count: int) -> pd.DataFrame:
+    """Raw units from `queue_offset` (never crossing a CQ file), each next to the record it points to."""
+    count = max(1, min(count, MAX_UNITS_SHOWN))
+    units = store.consume_queues.get_units(topic, queue_id, queue_offset, count)
+    rows = []
+    if units is None:
+        return pd.DataFrame(rows)
+    for index, unit in enumerate(units[:count]):
+        phy_offset, size, tags_code = int(unit["phy_offset"]), int(unit["size"]), int(unit["tags_code"])
+        raw_unit = cqcodec.pack_unit(phy_offset, size, tags_code)
+        row = {"queue_offset": queue_offset + index, "unit_hex": raw_unit.hex(" ").upper(),
+               "phy_offset": phy_offset, "size": size, "tags_code": tags_code}
+        row.update(_pointed_record(store, phy_offset, size, tags_code))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _pointed_record(store, phy_offset: int, size: int, tags_code: int) -> dict:
+    raw = store.commit_log.read(phy_offset, size) if size > 0 else None
+    if raw is None:
+        return {"record": "not readable (expired or beyond the log)"}
+    try:
+        record = msgcodec.decode_message(raw)
+    except CorruptDataError as error:
+        return {"record": f"corrupt: {error}"}
+    from store.codec.javahash import tags_code as java_tags_code
+    return {"record": f"{record.topic} q{record.queue_id} #{record.queue_offset}",
+            "tags": record.tags or "", "tags_code_ok": java_tags_code(record.tags) == tags_code,
+            "store_time": format_ms(record.store_timestamp), "body": preview(record.body, 40)}
+
+
+def lag_table(store) -> pd.DataFrame:
+    """Committed offset and lag (max offset - committed) per group, topic and queue."""
+    rows = []
+    table = store.consumer_offsets.table() if store.consumer_offsets is not None else {}
+    for topic_at_group, offsets in sorted(table.items()):
+        topic, _, group = topic_at_group.partition("@")
+        for queue_id, committed in sorted(offsets.items()):
+            max_offset = store.get_max_offset_in_queue(topic, int(queue_id))
+            rows.append({"group": group, "topic": topic, "queue_id": int(queue_id),
+                         "committed": committed, "max_offset": max_offset,
+                         "lag": max(0, max_offset - committed)})
+    return pd.DataFrame(rows, columns=["group", "topic", "queue_id", "committed", "max_offset", "lag"])
+
+
+def rocksdb_summary(store) -> tuple[dict, pd.DataFrame]:
+    """What the RocksDB consume-queue directory shows: file kinds and sizes, and the properties
+    rocksdict exposes when the engine keeps the database handle as `.db`."""
+    directory = store.config.consume_queue_dir
+    files = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        names = []
+    for name in names:
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            kind = "sst" if name.endswith(".sst") else ("wal" if name.endswith(".log") else
+                                                       name.split("-")[0].split(".")[0])
+            files.append({"file": name, "kind": kind, "size_bytes": os.path.getsize(path), "level": -1})
+    frame = pd.DataFrame(files, columns=["file", "kind", "size_bytes", "level"])
+    facts: dict = {"directory": directory, "files": len(files),
+                   "sst files": int((frame["kind"] == "sst").sum()) if len(frame) else 0,
+                   "total bytes": int(frame["size_bytes"].sum()) if len(frame) else 0}
+    db = getattr(store.consume_queues, "db", None)
+    if db is not None:
+        for prop in ("rocksdb.estimate-num-keys", "rocksdb.num-running-compactions",
+                     "rocksdb.compaction-pending", "rocksdb.total-sst-files-size",
+                     "rocksdb.num-immutable-mem-table"):
+            try:
+                facts[prop] = db.property_value(prop)
+            except Exception:  # noqa: BLE001 - rocksdict raises plain Exception for unknown props
+                continue
+        try:
+            live = db.live_files()
+            levels = {item.get("name", "").lstrip("/"): item.get("level", -1) for item in live}
+            frame["level"] = [levels.get(name, -1) for name in frame["file"]]
+        except (AttributeError, TypeError):
+            pass
+    return facts, frame
+
+
+def unit_array_to_frame(units: np.ndarray | None) -> pd.DataFrame:
+    if units is None:
+        return pd.DataFrame(columns=["phy_offset", "size", "tags_code"])
+    return pd.DataFrame({"phy_offset": units["phy_offset"].astype(np.int64),
+                         "size": units["size"].astype(np.int64),
+                         "tags_code": units["tags_code"].astype(np.int64)})

@@ -1,0 +1,50 @@
+"""The sidebar store picker: switch between open stores, open another directory read-only or hosted,
+close one."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.paths import resolve_file, resolve_store_dir
+from app.registry import MODES
+from app.ui.state import EXPECTED_ERRORS, current_handle, get_registry, select, user_error
+
+
+def store_picker() -> None:
+    registry = get_registry()
+    current = current_handle()
+    handles = registry.handles()
+    labels = {h.key: f"{h.label} [{h.mode}]" for h in handles}
+    keys = list(labels)
+    with st.sidebar:
+        st.subheader("Store")
+        chosen = st.selectbox("Open stores", keys, index=keys.index(current.key),
+                              format_func=lambda k: labels[k], key="picker_choice")
+        if chosen != current.key:
+            select(registry.get(chosen))
+            st.rerun()
+        st.caption(f"{current.root}")
+        st.caption(f"config: {current.config_source}")
+        with st.expander("Open another store"):
+            with st.form("open_store_form"):
+                path = st.text_input("Store directory", key="picker_path",
+                                     help="The store root (holding commitlog/, consumequeue/, ...).")
+                mode = st.radio("Mode", MODES, key="picker_mode", horizontal=True,
+                                help="read-only: a live broker's directory, never written. "
+                                     "hosted: this engine owns the directory.")
+                props = st.text_input("store.properties (optional)", key="picker_props")
+                submitted = st.form_submit_button("Open")
+            if submitted:
+                try:
+                    root = resolve_store_dir(path, must_exist=(mode == "read-only"))
+                    props_path = resolve_file(props) if props.strip() else None
+                    handle = registry.open(root, mode, properties_path=props_path)
+                    select(handle)
+                    st.rerun()
+                except EXPECTED_ERRORS as error:
+                    user_error(error)
+        if st.button("Close this store", key="picker_close", disabled=len(handles) <= 1 and
+                     current.source_root == registry.sample_root):
+            registry.close(current.key)
+            st.session_state.pop("store_key", None)
+            st.rerun()

@@ -1,0 +1,55 @@
+"""Pipeline: run the Spark jobs (stats, verify, export) on the current store's files in the background.
+
+(Placeholder owned by the dashboard until the pipeline engineer ships their own page.)
+"""
+
+import dataclasses
+
+import pandas as pd
+import streamlit as st
+
+from app.pipeline_runner import JOBS, PipelineRun, jobs_available
+from app.ui.state import EXPECTED_ERRORS, current_handle, get_registry, user_error
+from app.ui.widgets import frame
+
+st.title("Pipeline")
+handle = current_handle()
+if not jobs_available():
+    st.info("The pipeline jobs (store/pipeline/jobs_*.py) are not available in this checkout.")
+    st.stop()
+st.write("Runs a Spark job (local mode, one core) over the store's files. A hosted store is read "
+         "as it is on disk at the moment the job starts.")
+c1, c2 = st.columns([2, 1])
+job = c1.selectbox("Job", JOBS, key="pipe_job")
+run = getattr(handle, "pipeline_run", None)
+if c2.button("Run", key="pipe_run", disabled=run is not None and not run.done):
+    try:
+        output = get_registry().scratch_dir("export")
+        handle.pipeline_run = run = PipelineRun(job, handle.root, output)
+    except EXPECTED_ERRORS as error:
+        user_error(error)
+
+
+@st.fragment(run_every=1 if run is not None and not run.done else None)
+def progress() -> None:
+    current = getattr(handle, "pipeline_run", None)
+    if current is None:
+        st.caption("No job run yet.")
+        return
+    st.text(f"{current.job}: {current.phase} ({current.elapsed_s:.0f} s)")
+    if not current.done:
+        st.progress(min(0.95, current.elapsed_s / 120), text="running…")
+        return
+    if current.error:
+        st.error(current.error)
+    elif isinstance(current.result, dict):
+        for name, table in current.result.items():
+            st.subheader(name)
+            frame(table if isinstance(table, pd.DataFrame) else pd.DataFrame(table))
+    elif dataclasses.is_dataclass(current.result):
+        summary = getattr(current.result, "summary", None)
+        st.text(summary() if callable(summary) else str(current.result))
+        frame([{"field": k, "value": str(v)} for k, v in dataclasses.asdict(current.result).items()])
+
+
+progress()

@@ -1,0 +1,95 @@
+"""Produce: a form for one message or a batch, and a load generator with progress and a stop button."""
+
+import streamlit as st
+
+from app.paths import InputError
+from app.produce import SELECTORS, LoadGenerator, ProduceForm, build_messages
+from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
+from app.ui.widgets import frame
+
+st.title("Produce")
+handle = current_handle()
+store = handle.store
+if handle.read_only:
+    st.warning("This store is open read-only: producing is disabled. Pick a hosted store in the "
+               "sidebar (the default sample copy is hosted).")
+
+with st.form("produce_form"):
+    c1, c2, c3 = st.columns(3)
+    topic = c1.text_input("Topic", value="DemoTopic", key="pr_topic")
+    selector = c2.selectbox("Queue selection", SELECTORS, key="pr_selector")
+    queue_id = c3.number_input("Queue id", min_value=0, max_value=1023, value=0, key="pr_queue")
+    c4, c5, c6 = st.columns(3)
+    queue_count = c4.number_input("Queues (for hash / round robin)", min_value=1, max_value=64,
+                                  value=4, key="pr_queue_count")
+    tags = c5.text_input("Tags", value="TagA", key="pr_tags")
+    keys = c6.text_input("Keys (space-separated)", key="pr_keys")
+    properties_text = st.text_area("Properties (name=value per line)", key="pr_props", height=80)
+    body_text = st.text_area("Body text", value="hello", key="pr_body", height=80)
+    body_file = st.file_uploader("…or a body file", key="pr_file")
+    c7, c8 = st.columns(2)
+    flag = c7.number_input("Flag", value=0, step=1, key="pr_flag")
+    batch = c8.number_input("Batch size (one put of N messages)", min_value=1, max_value=256,
+                            value=1, key="pr_batch")
+    sent = st.form_submit_button("Send", disabled=handle.read_only)
+
+if sent:
+    body = body_file.getvalue() if body_file is not None else body_text.encode("utf-8")
+    form = ProduceForm(topic, int(queue_id), selector, int(queue_count), tags, keys, properties_text,
+                       body, int(flag), int(batch))
+    sequence = st.session_state.get("pr_sequence", 0)
+    st.session_state.pr_sequence = sequence + 1
+    try:
+        messages = build_messages(form, sequence)
+        result = store.put_messages(messages) if len(messages) > 1 else store.put_message(messages[0])
+    except EXPECTED_ERRORS as error:
+        user_error(error)
+    else:
+        if result.ok:
+            st.success(f"{result.status.value}: {result.message_count} message(s) stored.")
+        else:
+            st.error(f"{result.status.value}: {result.error}")
+        frame([{"status": result.status.value, "physical offset": result.wrote_offset,
+                "bytes": result.wrote_bytes, "queue": messages[0].queue_id,
+                "queue offset": result.queue_offset, "store time": result.store_timestamp,
+                "msgId": msg_id} for msg_id in (result.msg_ids or (result.msg_id,))])
+        st.session_state.pr_last = {"topic": messages[0].topic, "queue_id": messages[0].queue_id,
+                                    "keys": keys, "msg_id": result.msg_id}
+
+st.header("Load generator")
+generator = handle.load_generator
+with st.form("load_form"):
+    c1, c2, c3, c4, c5 = st.columns(5)
+    load_topics = c1.text_input("Topics (comma-separated)", value="LoadTopic", key="lg_topics")
+    load_queues = c2.number_input("Queue spread", min_value=1, max_value=64, value=4, key="lg_queues")
+    rate = c3.number_input("Rate (msgs/s)", min_value=1, max_value=2000, value=50, key="lg_rate")
+    size = c4.number_input("Body bytes", min_value=0, max_value=65536, value=256, key="lg_size")
+    total = c5.number_input("Messages", min_value=1, max_value=100000, value=500, key="lg_total")
+    start = st.form_submit_button("Start", disabled=handle.read_only or
+                                  (generator is not None and generator.running))
+if start:
+    try:
+        topics = [t.strip() for t in load_topics.split(",") if t.strip()]
+        handle.load_generator = LoadGenerator(store, topics=topics, queues=int(load_queues),
+                                              rate_per_s=float(rate), body_bytes=int(size),
+                                              total=int(total))
+    except (InputError, *EXPECTED_ERRORS) as error:
+        user_error(error)
+
+
+@st.fragment(run_every=1)
+def load_progress() -> None:
+    running = handle.load_generator
+    if running is None:
+        st.caption("Not running.")
+        return
+    st.progress(running.progress, text=f"{running.sent:,} sent, {running.failed:,} failed of "
+                                       f"{running.total:,}" + (" (running)" if running.running else ""))
+    if running.last_error:
+        st.caption(f"last error: {running.last_error}")
+    if running.running and st.button("Stop", key="lg_stop"):
+        running.stop()
+        st.rerun(scope="fragment")
+
+
+load_progress()

@@ -1,0 +1,266 @@
+"""Message commands of `rmqstore`: produce, pull and the mqadmin-style queries."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from store.cli.common import (MESSAGE_COLUMNS, UsageError, message_dict, message_row, open_store,
+                              parse_property, parse_time_ms, print_json, print_kv, print_table)
+
+PRINT_MSG_MAX_DEFAULT = 100
+PRINT_MSG_BATCH = 32
+
+
+# -- produce --------------------------------------------------------------------------------------
+
+def _bodies(args):
+    """A callable i -> body bytes, from --body, --body-file or --size (validated before opening)."""
+    if args.body_file is not None:
+        path = os.path.realpath(args.body_file)
+        if not os.path.isfile(path):
+            raise UsageError(f"--body-file {args.body_file!r} does not exist")
+        with open(path, "rb") as handle:
+            data = handle.read()
+        return lambda _i: data
+    if args.size is not None:
+        if args.size < 0:
+            raise UsageError("--size must be >= 0")
+        pattern = b"0123456789abcdefghijklmnopqrstuvwxyz"
+        data = (pattern * (args.size // len(pattern) + 1))[:args.size]
+        return lambda _i: data
+    text = args.body if args.body is not None else "Hello RocketMQ {i}"
+    return lambda i: text.replace("{i}", str(i)).encode("utf-8")
+
+
+def cmd_produce(args) -> int:
+    from store.api import Message
+    from store.codec.topic import validate_topic
+    from store.codec.uniq_key import UniqKeyGenerator
+    validate_topic(args.topic)
+    if not 0 <= args.queue <= 65535:
+        raise UsageError("--queue must be in 0..65535")
+    if args.count < 1 or args.batch < 1 or (args.rate is not None and args.rate <= 0):
+        raise UsageError("--count and --batch must be >= 1 and --rate > 0")
+    properties = dict(parse_property(p) for p in args.property or [])
+    body_of = _bodies(args)
+    uniq_keys = UniqKeyGenerator()
+    results = []
+    started = time.monotonic()
+    with open_store(args, read_only=False, must_exist=False) as store:
+        sent = 0
+        while sent < args.count:
+            size = min(args.batch, args.count - sent)
+            messages = [Message(args.topic, body_of(sent + i), queue_id=args.queue, tags=args.tags,
+                                keys=args.keys or (),
+                                properties={**properties, "UNIQ_KEY": uniq_keys.next_key()})
+                        for i in range(size)]
+            result = store.put_messages(messages) if size > 1 else store.put_message(messages[0])
+            keys = [m.properties["UNIQ_KEY"] for m in messages]
+            ids = result.msg_ids or (result.msg_id,) * size
+            for i in range(size):
+                results.append({"status": result.status.value, "msgId": ids[i] if i < len(ids) else None,
+                                "uniqKey": keys[i], "queueOffset": result.queue_offset + i
+                                if result.ok else -1,
+                                "commitLogOffset": result.wrote_offset, "error": result.error})
+            sent += size
+            if args.rate is not None:
+                delay = started + sent / args.rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+    if args.json:
+        print_json(results)
+    else:
+        print_table(results, ("status", "msgId", "uniqKey", "queueOffset", "commitLogOffset",
+                              "error"))
+    return 0 if all(r["status"] == "PUT_OK" for r in results) else 1
+
+
+# -- pull -----------------------------------------------------------------------------------------
+
+def cmd_pull(args) -> int:
+    if args.max < 1:
+        raise UsageError("--max must be >= 1")
+    read_only = args.read_only and not args.commit
+    with open_store(args, read_only=read_only) as store:
+        offset = args.offset
+        if offset is None:
+            committed = store.query_consumer_offset(args.group, args.topic, args.queue)
+            offset = committed if committed >= 0 else store.get_min_offset_in_queue(args.topic,
+                                                                                    args.queue)
+        result = store.get_message(args.group, args.topic, args.queue, offset, args.max,
+                                   tag_expression=args.tags, long_poll_ms=args.long_poll_ms)
+        if args.commit and result.messages:
+            store.commit_consumer_offset(args.group, args.topic, args.queue,
+                                         result.next_begin_offset)
+        summary = {"status": result.status.value, "requestOffset": offset,
+                   "nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
+                   "maxOffset": result.max_offset, "found": len(result.messages),
+                   "waitedMs": result.waited_ms, "explanation": result.explanation,
+                   "committed": bool(args.commit and result.messages)}
+        if args.json:
+            print_json({**summary, "messages": [message_dict(m) for m in result.messages]})
+        else:
+            print_kv(summary)
+            print()
+            print_table([message_row(m) for m in result.messages], MESSAGE_COLUMNS)
+    return 0
+
+
+# -- queries --------------------------------------------------------------------------------------
+
+def _print_messages(args, records, extra: dict | None = None) -> None:
+    if args.json:
+        print_json({**(extra or {}), "messages": [message_dict(m) for m in records]})
+        return
+    if extra:
+        print_kv(extra)
+        print()
+    print_table([message_row(m) for m in records], MESSAGE_COLUMNS)
+
+
+def cmd_query_by_key(args) -> int:
+    begin = parse_time_ms(args.begin) if args.begin else 0
+    end = parse_time_ms(args.end) if args.end else 2**63 - 1
+    with open_store(args, read_only=args.read_only) as store:
+        result = store.query_message(args.topic, args.key, args.max, begin, end)
+        _print_messages(args, result.messages, {
+            "found": len(result.messages), "truncated": result.truncated,
+            "collisionsFiltered": result.collisions_filtered,
+            "indexLastUpdateTimestamp": result.index_last_update_timestamp})
+    return 0
+
+
+def cmd_query_by_id(args) -> int:
+    from store.codec.msgid import decode_message_id
+    from store.errors import CorruptDataError
+    try:
+        decode_message_id(args.msg_id)
+    except (ValueError, CorruptDataError) as error:
+        raise UsageError(f"{args.msg_id!r} is not an offset msgId: {error}") from None
+    with open_store(args, read_only=args.read_only) as store:
+        record = store.view_message(args.msg_id)
+        _print_one(args, record)
+    return 0
+
+
+def _print_one(args, record) -> None:
+    if args.json:
+        print_json(message_dict(record))
+        return
+    values = message_dict(record)
+    properties = values.pop("properties")
+    print_kv({**values, **{f"property {k}": v for k, v in properties.items()}})
+
+
+def cmd_query_by_offset(args) -> int:
+    if args.phy_offset is None and None in (args.topic, args.queue, args.offset):
+        raise UsageError("give TOPIC QUEUE OFFSET, or --phy-offset N")
+    with open_store(args, read_only=args.read_only) as store:
+        phy_offset = args.phy_offset
+        if phy_offset is None:
+            unit = store.consume_queues.get_unit(args.topic, args.queue, args.offset)
+            if unit is None:
+                raise UsageError(f"{args.topic}/{args.queue} has no unit at queue offset "
+                                 f"{args.offset} (min {store.get_min_offset_in_queue(args.topic, args.queue)}, "
+                                 f"max {store.get_max_offset_in_queue(args.topic, args.queue)})")
+            phy_offset = unit.phy_offset
+        _print_one(args, store.look_message_by_offset(phy_offset))
+    return 0
+
+
+def cmd_print_msg(args) -> int:
+    """Messages of a topic stored in [begin, end], every queue, at most --max (mqadmin printMsg)."""
+    begin = parse_time_ms(args.begin) if args.begin else 0
+    end = parse_time_ms(args.end) if args.end else 2**63 - 1
+    if args.max < 1:
+        raise UsageError("--max must be >= 1")
+    found = []
+    truncated = False
+    with open_store(args, read_only=args.read_only) as store:
+        queues = [q for t, q in store.queues() if t == args.topic]
+        for queue_id in queues:
+            offset = store.get_offset_in_queue_by_time(args.topic, queue_id, begin, "lower") \
+                if begin > 0 else store.get_min_offset_in_queue(args.topic, queue_id)
+            high = store.get_max_offset_in_queue(args.topic, queue_id)
+            while offset < high and not truncated:
+                result = store.get_message("rmqstore-print", args.topic, queue_id, offset,
+                                           PRINT_MSG_BATCH)
+                if not result.messages:
+                    break
+                for record in result.messages:
+                    if begin <= record.store_timestamp <= end:
+                        if len(found) >= args.max:
+                            truncated = True
+                            break
+                        found.append(record)
+                if result.messages[-1].store_timestamp > end:
+                    break
+                offset = result.next_begin_offset
+    found.sort(key=lambda r: r.commit_log_offset)
+    if args.json:
+        print_json({"truncated": truncated, "messages": [message_dict(m) for m in found]})
+    else:
+        for record in found:
+            body = message_dict(record)
+            print(f"{record.msg_id}  {record.topic}/{record.queue_id}@{record.queue_offset}  "
+                  f"store={record.store_timestamp}  tags={record.tags}  keys={record.keys}  "
+                  f"body={body.get('body', '<binary ' + str(len(record.body)) + ' bytes>')!r}")
+        if truncated:
+            print(f"(stopped at --max {args.max}; narrow the time range for more)")
+    return 0
+
+
+def add_message_commands(subparsers, common) -> None:
+    p = subparsers.add_parser("produce", parents=[common], help="append messages (writable)")
+    p.add_argument("topic")
+    p.add_argument("--queue", type=int, default=0)
+    p.add_argument("--tags")
+    p.add_argument("--keys", help="space-separated business keys")
+    p.add_argument("--property", action="append", metavar="K=V")
+    body = p.add_mutually_exclusive_group()
+    body.add_argument("--body", help="body text; {i} becomes the message number")
+    body.add_argument("--body-file")
+    body.add_argument("--size", type=int, help="generated body of this many bytes")
+    p.add_argument("--count", type=int, default=1)
+    p.add_argument("--rate", type=float, help="messages per second")
+    p.add_argument("--batch", type=int, default=1, help="messages per put (one batch)")
+    p.set_defaults(handler=cmd_produce, read_only_default=False, writes=True)
+
+    p = subparsers.add_parser("pull", parents=[common], help="pull messages of one queue")
+    p.add_argument("group")
+    p.add_argument("topic")
+    p.add_argument("queue", type=int)
+    p.add_argument("--offset", type=int, help="default: the group's committed offset")
+    p.add_argument("--max", type=int, default=32)
+    p.add_argument("--tags", help="tag expression, e.g. 'TagA || TagB' or '*'")
+    p.add_argument("--long-poll-ms", type=int, default=0)
+    p.add_argument("--commit", action="store_true", help="commit the next offset (writable)")
+    p.set_defaults(handler=cmd_pull)
+
+    p = subparsers.add_parser("query-msg-by-key", parents=[common], help="index query (queryMsgByKey)")
+    p.add_argument("topic")
+    p.add_argument("key")
+    p.add_argument("--begin")
+    p.add_argument("--end")
+    p.add_argument("--max", type=int, default=32)
+    p.set_defaults(handler=cmd_query_by_key)
+
+    p = subparsers.add_parser("query-msg-by-id", parents=[common], help="by offset msgId")
+    p.add_argument("msg_id")
+    p.set_defaults(handler=cmd_query_by_id)
+
+    p = subparsers.add_parser("query-msg-by-offset", parents=[common],
+                              help="by topic/queue/queue offset, or --phy-offset")
+    p.add_argument("topic", nargs="?")
+    p.add_argument("queue", nargs="?", type=int)
+    p.add_argument("offset", nargs="?", type=int)
+    p.add_argument("--phy-offset", type=int)
+    p.set_defaults(handler=cmd_query_by_offset)
+
+    p = subparsers.add_parser("print-msg", parents=[common], help="messages of a topic in a time range")
+    p.add_argument("topic")
+    p.add_argument("--begin")
+    p.add_argument("--end")
+    p.add_argument("--max", type=int, default=PRINT_MSG_MAX_DEFAULT)
+    p.set_defaults(handler=cmd_print_msg)

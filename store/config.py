@@ -1,0 +1,408 @@
+"""`StoreConfig`: RocketMQ's `MessageStoreConfig` (spec §15) plus the few broker values the store uses.
+
+One mechanical rule names the fields: the snake_case of the RocketMQ property name
+(`mappedFileSizeCommitLog` -> `mapped_file_size_commit_log`, `checkCRCOnRecover` -> `check_crc_on_recover`),
+with RocketMQ's default. The exceptions are `store_host` (from `brokerIP1` + `listenPort`) and the
+engine-only `store_format` (`storeFormat` in our files; brokers ignore unknown keys). Units are in the
+table appended to the class docstring (RocketMQ's names carry none).
+
+Reading follows `MixAll.properties2Object` except that a bad value is an error here (Java's
+`Boolean.parseBoolean` quietly reads "yes" as false): every failure raises ConfigError naming the key and
+the value. Keys we do not know are kept in `unknown` and listed by `unknown_keys()`, never dropped.
+`mappedFileSizeConsumeQueue` is rounded up to a multiple of 20, as RocketMQ's getter does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from store.codec import java_properties
+from store.errors import ConfigError
+
+CQ_UNIT_SIZE_BYTES = 20
+_DEFAULT_ROOT = os.path.join(os.path.expanduser("~"), "store")
+
+# field -> (RocketMQ property name, unit or meaning). Order = order of to_properties().
+_PROPERTIES: dict[str, tuple[str, str]] = {
+    "store_path_root_dir": ("storePathRootDir", "path"),
+    "store_path_commit_log": ("storePathCommitLog", "path(s), comma-separated; None = <root>/commitlog"),
+    "read_only_commit_log_store_paths": ("readOnlyCommitLogStorePaths", "paths, comma-separated"),
+    "mapped_file_size_commit_log": ("mappedFileSizeCommitLog", "bytes"),
+    "mapped_file_size_consume_queue": ("mappedFileSizeConsumeQueue", "bytes (multiple of 20)"),
+    "enable_consume_queue_ext": ("enableConsumeQueueExt", "flag"),
+    "mapped_file_size_consume_queue_ext": ("mappedFileSizeConsumeQueueExt", "bytes"),
+    "bit_map_length_consume_queue_ext": ("bitMapLengthConsumeQueueExt", "bits"),
+    "mapper_file_size_batch_consume_queue": ("mapperFileSizeBatchConsumeQueue", "bytes [5.x]"),
+    "store_type": ("storeType", "default | defaultRocksDB [5.x]"),
+    "max_message_size": ("maxMessageSize", "bytes"),
+    "flush_disk_type": ("flushDiskType", "ASYNC_FLUSH | SYNC_FLUSH"),
+    "broker_role": ("brokerRole", "ASYNC_MASTER | SYNC_MASTER | SLAVE"),
+    "flush_interval_commit_log": ("flushIntervalCommitLog", "ms"),
+    "flush_commit_log_timed": ("flushCommitLogTimed", "flag"),
+    "flush_commit_log_least_pages": ("flushCommitLogLeastPages", "4 KiB pages"),
+    "flush_commit_log_thorough_interval": ("flushCommitLogThoroughInterval", "ms"),
+    "commit_interval_commit_log": ("commitIntervalCommitLog", "ms"),
+    "commit_commit_log_least_pages": ("commitCommitLogLeastPages", "4 KiB pages"),
+    "commit_commit_log_thorough_interval": ("commitCommitLogThoroughInterval", "ms"),
+    "flush_interval_consume_queue": ("flushIntervalConsumeQueue", "ms"),
+    "flush_consume_queue_least_pages": ("flushConsumeQueueLeastPages", "4 KiB pages"),
+    "flush_consume_queue_thorough_interval": ("flushConsumeQueueThoroughInterval", "ms"),
+    "sync_flush_timeout": ("syncFlushTimeout", "ms"),
+    "slave_timeout": ("slaveTimeout", "ms"),
+    "put_message_timeout": ("putMessageTimeout", "ms [5.x]"),
+    "ha_slave_fallbehind_max": ("haSlaveFallbehindMax", "bytes"),
+    "transient_store_pool_enable": ("transientStorePoolEnable", "flag"),
+    "transient_store_pool_size": ("transientStorePoolSize", "buffers"),
+    "fast_fail_if_no_buffer_in_store_pool": ("fastFailIfNoBufferInStorePool", "flag"),
+    "use_reentrant_lock_when_put_message": ("useReentrantLockWhenPutMessage", "flag"),
+    "os_page_cache_busy_time_out_mills": ("osPageCacheBusyTimeOutMills", "ms"),
+    "warm_maped_file_enable": ("warmMapedFileEnable", "flag"),
+    "flush_least_pages_when_warm_maped_file": ("flushLeastPagesWhenWarmMapedFile", "4 KiB pages"),
+    "check_crc_on_recover": ("checkCRCOnRecover", "flag"),
+    "duplication_enable": ("duplicationEnable", "flag"),
+    "message_index_enable": ("messageIndexEnable", "flag"),
+    "message_index_safe": ("messageIndexSafe", "flag"),
+    "max_hash_slot_num": ("maxHashSlotNum", "slots per index file"),
+    "max_index_num": ("maxIndexNum", "entries per index file"),
+    "max_msgs_num_batch": ("maxMsgsNumBatch", "messages (index query cap)"),
+    "default_query_max_num": ("defaultQueryMaxNum", "messages"),
+    "max_transfer_bytes_on_message_in_memory": ("maxTransferBytesOnMessageInMemory", "bytes"),
+    "max_transfer_count_on_message_in_memory": ("maxTransferCountOnMessageInMemory", "messages"),
+    "max_transfer_bytes_on_message_in_disk": ("maxTransferBytesOnMessageInDisk", "bytes"),
+    "max_transfer_count_on_message_in_disk": ("maxTransferCountOnMessageInDisk", "messages"),
+    "access_message_in_memory_max_ratio": ("accessMessageInMemoryMaxRatio", "percent of RAM"),
+    "max_filter_message_size": ("maxFilterMessageSize", "bytes [5.x]"),
+    "travel_cq_file_num_when_get_message": ("travelCqFileNumWhenGetMessage", "files [5.x]"),
+    "offset_check_in_slave": ("offsetCheckInSlave", "flag"),
+    "disk_fall_recorded": ("diskFallRecorded", "flag"),
+    "message_delay_level": ("messageDelayLevel", "space-separated durations (s/m/h/d)"),
+    "flush_delay_offset_interval": ("flushDelayOffsetInterval", "ms"),
+    "file_reserved_time": ("fileReservedTime", "hours"),
+    "delete_when": ("deleteWhen", "hours of day, ';'-separated"),
+    "disk_max_used_space_ratio": ("diskMaxUsedSpaceRatio", "percent (RocketMQ clamps to 10..95)"),
+    "disk_space_warning_level_ratio": ("diskSpaceWarningLevelRatio", "percent"),
+    "disk_space_clean_forcibly_ratio": ("diskSpaceCleanForciblyRatio", "percent"),
+    "clean_resource_interval": ("cleanResourceInterval", "ms"),
+    "delete_commit_log_files_interval": ("deleteCommitLogFilesInterval", "ms"),
+    "delete_consume_queue_files_interval": ("deleteConsumeQueueFilesInterval", "ms"),
+    "destroy_maped_file_interval_forcibly": ("destroyMapedFileIntervalForcibly", "ms"),
+    "redelete_hanged_file_interval": ("redeleteHangedFileInterval", "ms"),
+    "clean_file_forcibly_enable": ("cleanFileForciblyEnable", "flag"),
+    "delete_file_batch_max": ("deleteFileBatchMax", "files [5.x]"),
+    "enable_lmq": ("enableLmq", "flag"),
+    "enable_multi_dispatch": ("enableMultiDispatch", "flag"),
+    "max_lmq_consume_queue_num": ("maxLmqConsumeQueueNum", "queues"),
+    "auto_message_version_on_topic_len": ("autoMessageVersionOnTopicLen", "flag [5.x]"),
+    "enabled_append_prop_crc": ("enabledAppendPropCRC", "flag [5.x]"),
+    "force_verify_prop_crc": ("forceVerifyPropCRC", "flag [5.x]"),
+    "read_un_committed": ("readUnCommitted", "flag [5.x]"),
+    "recheck_reput_offset_from_cq": ("recheckReputOffsetFromCq", "flag [5.x]"),
+    "put_consume_queue_data_by_file_channel": ("putConsumeQueueDataByFileChannel", "flag [5.x]"),
+    "enable_build_consume_queue_concurrently": ("enableBuildConsumeQueueConcurrently", "flag [5.x]"),
+    "rocksdb_cq_double_write_enable": ("rocksdbCQDoubleWriteEnable", "flag [5.x]"),
+    "rocksdb_compression_type": ("rocksdbCompressionType", "codec name [5.x]"),
+    "bottom_most_compression_type_for_consume_queue_store":
+        ("bottomMostCompressionTypeForConsumeQueueStore", "codec name [5.x]"),
+    "clean_rocks_db_dirty_cq_interval_min": ("cleanRocksDBDirtyCQIntervalMin", "minutes [5.x]"),
+    "wake_commit_when_put_message": ("wakeCommitWhenPutMessage", "flag [5.x]"),
+    "wake_flush_when_put_message": ("wakeFlushWhenPutMessage", "flag [5.x]"),
+    "topic_queue_lock_num": ("topicQueueLockNum", "locks [5.x]"),
+    # BrokerConfig values the store uses
+    "broker_cluster_name": ("brokerClusterName", "name"),
+    "long_polling_enable": ("longPollingEnable", "flag"),
+    "short_polling_time_mills": ("shortPollingTimeMills", "ms"),
+    "flush_consumer_offset_interval": ("flushConsumerOffsetInterval", "ms"),
+    "default_topic_queue_nums": ("defaultTopicQueueNums", "queues"),
+    "enable_calc_filter_bit_map": ("enableCalcFilterBitMap", "flag"),
+    "store_host": ("brokerIP1 + listenPort", "ip:port of this broker (in offset msgIds)"),
+    "store_format": ("storeFormat", "engine-only: auto | 4.9 | 5.x"),
+}
+_ENUMS = {
+    "store_type": ("default", "defaultRocksDB"),
+    "flush_disk_type": ("ASYNC_FLUSH", "SYNC_FLUSH"),
+    "broker_role": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
+    "store_format": ("auto", "4.9", "5.x"),
+}
+# Must be > 0: a zero-sized file or table cannot hold anything.
+_POSITIVE = {"mapped_file_size_commit_log", "mapped_file_size_consume_queue",
+             "mapped_file_size_consume_queue_ext", "mapper_file_size_batch_consume_queue",
+             "max_message_size", "max_hash_slot_num", "max_index_num"}
+_DELAY_LEVEL = re.compile(r"\d+[smhd]")
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """RocketMQ store configuration. Fields, RocketMQ names and units (generated table below):
+    """
+
+    store_path_root_dir: str = _DEFAULT_ROOT
+    store_path_commit_log: str | None = None
+    read_only_commit_log_store_paths: str | None = None
+    mapped_file_size_commit_log: int = 1073741824
+    mapped_file_size_consume_queue: int = 6000000
+    enable_consume_queue_ext: bool = False
+    mapped_file_size_consume_queue_ext: int = 50331648
+    bit_map_length_consume_queue_ext: int = 64
+    mapper_file_size_batch_consume_queue: int = 13800000
+    store_type: str = "default"
+    max_message_size: int = 4194304
+    flush_disk_type: str = "ASYNC_FLUSH"
+    broker_role: str = "ASYNC_MASTER"
+    flush_interval_commit_log: int = 500
+    flush_commit_log_timed: bool = True
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10000
+    commit_interval_commit_log: int = 200
+    commit_commit_log_least_pages: int = 4
+    commit_commit_log_thorough_interval: int = 200
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60000
+    sync_flush_timeout: int = 5000
+    slave_timeout: int = 3000
+    put_message_timeout: int = 8000
+    ha_slave_fallbehind_max: int = 268435456
+    transient_store_pool_enable: bool = False
+    transient_store_pool_size: int = 5
+    fast_fail_if_no_buffer_in_store_pool: bool = False
+    use_reentrant_lock_when_put_message: bool = True
+    os_page_cache_busy_time_out_mills: int = 1000
+    warm_maped_file_enable: bool = False
+    flush_least_pages_when_warm_maped_file: int = 4096
+    check_crc_on_recover: bool = True
+    duplication_enable: bool = False
+    message_index_enable: bool = True
+    message_index_safe: bool = False
+    max_hash_slot_num: int = 5000000
+    max_index_num: int = 20000000
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 262144
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 65536
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    max_filter_message_size: int = 16000
+    travel_cq_file_num_when_get_message: int = 1
+    offset_check_in_slave: bool = False
+    disk_fall_recorded: bool = True
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    flush_delay_offset_interval: int = 10000
+    file_reserved_time: int = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    disk_space_warning_level_ratio: int = 90
+    disk_space_clean_forcibly_ratio: int = 85
+    clean_resource_interval: int = 10000
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    destroy_maped_file_interval_forcibly: int = 120000
+    redelete_hanged_file_interval: int = 120000
+    clean_file_forcibly_enable: bool = True
+    delete_file_batch_max: int = 10
+    enable_lmq: bool = False
+    enable_multi_dispatch: bool = False
+    max_lmq_consume_queue_num: int = 20000
+    auto_message_version_on_topic_len: bool = True
+    enabled_append_prop_crc: bool = False
+    force_verify_prop_crc: bool = False
+    read_un_committed: bool = False
+    recheck_reput_offset_from_cq: bool = False
+    put_consume_queue_data_by_file_channel: bool = True
+    enable_build_consume_queue_concurrently: bool = False
+    rocksdb_cq_double_write_enable: bool = False
+    rocksdb_compression_type: str = "lz4"
+    bottom_most_compression_type_for_consume_queue_store: str = "zstd"
+    clean_rocks_db_dirty_cq_interval_min: int = 60
+    wake_commit_when_put_message: bool = True
+    wake_flush_when_put_message: bool = False
+    topic_queue_lock_num: int = 32
+    broker_cluster_name: str = "DefaultCluster"
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    flush_consumer_offset_interval: int = 5000
+    default_topic_queue_nums: int = 8
+    enable_calc_filter_bit_map: bool = False
+    store_host: str = "127.0.0.1:10911"
+    store_format: str = "auto"
+    unknown: dict[str, str] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.name == "unknown":
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, str) and f.type != "str" and f.type != "str | None":
+                value = _parse(f.name, f.type, value)
+            _check(f.name, f.type, value)
+            object.__setattr__(self, f.name, value)
+        size = self.mapped_file_size_consume_queue
+        rounded = -(-size // CQ_UNIT_SIZE_BYTES) * CQ_UNIT_SIZE_BYTES   # RocketMQ rounds up
+        object.__setattr__(self, "mapped_file_size_consume_queue", rounded)
+        object.__setattr__(self, "unknown", {str(k): str(v) for k, v in self.unknown.items()})
+
+    # ------------------------------------------------------------------------------------ building
+    @classmethod
+    def from_dict(cls, mapping: Mapping[str, Any], **overrides: Any) -> StoreConfig:
+        """Build from RocketMQ property names (strings as in broker.conf); unknown keys go to `unknown`.
+        `overrides` are snake_case field names and win over the mapping."""
+        by_name = {rocketmq: name for name, (rocketmq, _) in _PROPERTIES.items()}
+        values: dict[str, Any] = {}
+        unknown: dict[str, str] = {}
+        ip, port = None, None
+        for key, raw in mapping.items():
+            text = raw if isinstance(raw, str) else str(raw)
+            if key == "brokerIP1":
+                ip = text.strip()
+            elif key == "listenPort":
+                port = text.strip()
+                if not port.isdigit() or not 0 <= int(port) <= 65535:
+                    raise ConfigError(f"listenPort must be a port number, got {text!r}")
+            elif key in by_name:
+                values[by_name[key]] = text
+            else:
+                unknown[key] = text
+        if ip is not None or port is not None:
+            default_ip, default_port = _split_host("store_host", cls.store_host)
+            ip = ip or default_ip
+            values["store_host"] = f"[{ip}]:{port or default_port}" if ":" in ip else \
+                f"{ip}:{port or default_port}"
+        known = {f.name for f in dataclasses.fields(cls)} - {"unknown"}
+        for name, value in overrides.items():
+            if name not in known:
+                raise ConfigError(f"unknown config override {name!r}={value!r}")
+            values[name] = value
+        return cls(unknown=unknown, **values)
+
+    @classmethod
+    def from_properties(cls, path: str | os.PathLike, **overrides: Any) -> StoreConfig:
+        """Read a broker.conf / store.properties file (UTF-8, else ISO-8859-1 like Java)."""
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {os.fspath(path)}: {exc}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("latin-1")
+        return cls.from_dict(java_properties.load(text), **overrides)
+
+    def replace(self, **changes: Any) -> StoreConfig:
+        """A copy with `changes` (snake_case field names) applied and validated."""
+        known = {f.name for f in dataclasses.fields(self)}
+        for name, value in changes.items():
+            if name not in known:
+                raise ConfigError(f"unknown config field {name!r}={value!r}")
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------------------------------- output
+    def to_dict(self) -> dict[str, str]:
+        """RocketMQ property name -> text, every known field (None omitted), then the unknown keys."""
+        out: dict[str, str] = {}
+        for name, (rocketmq, _) in _PROPERTIES.items():
+            value = getattr(self, name)
+            if name == "store_host":
+                ip, port = _split_host(name, value)
+                out["brokerIP1"], out["listenPort"] = ip, str(port)
+            elif name == "store_format" and value == "auto":
+                continue
+            elif value is not None:
+                out[rocketmq] = str(value).lower() if isinstance(value, bool) else str(value)
+        out.update(self.unknown)
+        return out
+
+    def to_properties(self) -> str:
+        """broker.conf text with RocketMQ property names (reads back to an equal StoreConfig)."""
+        return java_properties.dump(self.to_dict())
+
+    def unknown_keys(self) -> list[str]:
+        """Keys of the source that no field models (kept in `unknown`, in source order)."""
+        return list(self.unknown)
+
+    # ---------------------------------------------------------------------------------- derived paths
+    @property
+    def commit_log_dirs(self) -> tuple[str, ...]:
+        """Every commit-log directory (storePathCommitLog may list several, comma-separated)."""
+        if self.store_path_commit_log is None:
+            return (os.path.join(self.store_path_root_dir, "commitlog"),)
+        return tuple(p.strip() for p in self.store_path_commit_log.split(",") if p.strip())
+
+    @property
+    def commit_log_dir(self) -> str:
+        return self.commit_log_dirs[0]
+
+    def _root(self, *parts: str) -> str:
+        return os.path.join(self.store_path_root_dir, *parts)
+
+    consume_queue_dir = property(lambda self: self._root("consumequeue"))
+    consume_queue_ext_dir = property(lambda self: self._root("consumequeue_ext"))
+    batch_consume_queue_dir = property(lambda self: self._root("batchconsumequeue"))
+    index_dir = property(lambda self: self._root("index"))
+    config_dir = property(lambda self: self._root("config"))
+    checkpoint_path = property(lambda self: self._root("checkpoint"))
+    abort_path = property(lambda self: self._root("abort"))
+    lock_path = property(lambda self: self._root("lock"))
+
+
+def _split_host(name: str, host: str) -> tuple[str, int]:
+    ip, sep, port = host.rpartition(":")
+    if not sep or not ip or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{name} must be 'ip:port', got {host!r}")
+    return ip.strip("[]"), int(port)
+
+
+def _parse(name: str, type_name: str, text: str) -> Any:
+    rocketmq = _PROPERTIES[name][0]
+    stripped = text.strip()
+    if type_name == "bool":
+        if stripped.lower() in ("true", "false"):
+            return stripped.lower() == "true"
+        raise ConfigError(f"{rocketmq} must be true or false, got {text!r}")
+    if type_name == "int":
+        if re.fullmatch(r"[+-]?[0-9]+", stripped):
+            return int(stripped)
+        raise ConfigError(f"{rocketmq} must be an integer, got {text!r}")
+    if type_name == "float":
+        try:
+            return float(stripped)
+        except ValueError:
+            raise ConfigError(f"{rocketmq} must be a number, got {text!r}") from None
+    raise AssertionError(f"no parser for {type_name}")
+
+
+def _check(name: str, type_name: str, value: Any) -> None:
+    rocketmq = _PROPERTIES[name][0]
+    expected = {"bool": bool, "int": int, "float": (int, float), "str": str, "str | None": (str, type(None))}
+    if not isinstance(value, expected[type_name]) or (type_name == "int" and isinstance(value, bool)):
+        raise ConfigError(f"{rocketmq} must be {type_name}, got {value!r}")
+    if type_name == "int":
+        if value < 0 or (value == 0 and name in _POSITIVE):
+            raise ConfigError(f"{rocketmq} must be {'positive' if name in _POSITIVE else '>= 0'}, "
+                              f"got {value!r}")
+    if name in _ENUMS and value not in _ENUMS[name]:
+        raise ConfigError(f"{rocketmq} must be one of {_ENUMS[name]}, got {value!r}")
+    if name == "message_delay_level" and not all(_DELAY_LEVEL.fullmatch(v) for v in value.split()):
+        raise ConfigError(f"messageDelayLevel must be durations like '1s 5m 2h', got {value!r}")
+    if name == "store_host":
+        _split_host(name, value)
+
+
+def _snake(rocketmq: str) -> str:
+    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", rocketmq)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text).lower()
+
+
+# Import-time self-checks: the table covers every field, and the naming rule holds.
+assert set(_PROPERTIES) == {f.name for f in dataclasses.fields(StoreConfig)} - {"unknown"}
+assert all(_snake(rocketmq) == name for name, (rocketmq, _) in _PROPERTIES.items()
+           if name not in ("store_host", "store_format"))
+StoreConfig.__doc__ += "\n".join(
+    ["", "    | field | RocketMQ name | unit | default |", "    |---|---|---|---|"]
+    + [f"    | {n} | {r} | {u} | {f.default!r} |" for f in dataclasses.fields(StoreConfig)
+       if f.name in _PROPERTIES for n, (r, u) in [(f.name, _PROPERTIES[f.name])]])

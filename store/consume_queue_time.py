@@ -1,0 +1,122 @@
+"""Binary searches behind `getOffsetInQueueByTime` (spec §10.3), shared by both consume-queue backends.
+
+Both searches work on a window of units addressed by a relative index `0..n-1` through two callables:
+`phy_at(i)` (commit-log position of unit i, None when the unit is missing, which only the RocksDB
+backend reports) and `time_at(i)` (its store time in ms; negative when the commit log cannot supply it,
+None when the unit is missing).
+They reproduce RocketMQ's loops step by step (same probes, same tie rules), because a different but
+"equivalent" search gives different answers on equal or non-monotonic store times.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+NEAREST = "nearest"
+LOWER = "lower"
+UPPER = "upper"
+BOUNDARIES = (NEAREST, LOWER, UPPER)
+
+PhyAt = Callable[[int], int]
+TimeAt = Callable[[int], "int | None"]
+
+
+def java_div(numerator: int, denominator: int) -> int:
+    """Java's `/` on longs: truncates toward zero (Python's // floors)."""
+    quotient = abs(numerator) // abs(denominator)
+    return quotient if (numerator >= 0) == (denominator > 0) else -quotient
+
+
+def search_nearest(phy_at: PhyAt, time_at: TimeAt, low: int, high: int, timestamp_ms: int,
+                   min_phy_offset: int) -> int | None:
+    """4.9.7 `ConsumeQueue.getOffsetInQueueByTime` inside one file.
+
+    Returns the relative index of the unit stored nearest `timestamp_ms` (ties: the earlier one),
+    -1 when no unit qualified, or None when a store time could not be read (RocketMQ returns 0).
+    """
+    target = left = right = -1
+    left_time = right_time = -1
+    while high >= low:
+        mid = (low + high) // 2
+        if phy_at(mid) < min_phy_offset:
+            low = mid + 1
+            left = mid
+            continue
+        store_time = time_at(mid)
+        if store_time is None or store_time < 0:
+            return None
+        if store_time == timestamp_ms:
+            target = mid
+            break
+        if store_time > timestamp_ms:
+            high = mid - 1
+            right, right_time = mid, store_time
+        else:
+            low = mid + 1
+            left, left_time = mid, store_time
+    if target != -1:
+        return target
+    if left_time == -1:
+        return right
+    if right_time == -1:
+        return left
+    return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
+
+
+def search_boundary(phy_at: PhyAt, time_at: TimeAt, floor: int, ceiling: int, timestamp_ms: int,
+                    min_phy_offset: int, boundary: str, base: int, all_later_lower: int) -> int:
+    """[5.x] LOWER / UPPER search over the window [floor, ceiling] (relative indexes).
+
+    `base` is the queue offset of relative index 0. The result is a queue offset (not yet clamped to
+    the queue's [min, max]): LOWER = first unit stored at or after the time, UPPER = last unit stored
+    at or before it. `all_later_lower` is what LOWER answers when even the first unit is later (the
+    file's first offset for files, the window floor for RocksDB).
+    """
+    assert boundary in (LOWER, UPPER)
+    ceiling_time = time_at(ceiling)
+    if ceiling_time is not None and ceiling_time < timestamp_ms:
+        return base + ceiling + 1 if boundary == LOWER else base + ceiling
+    floor_time = time_at(floor)
+    if floor_time is not None and floor_time > timestamp_ms:
+        return all_later_lower if boundary == LOWER else 0
+    low, high = floor, ceiling
+    target = left = right = -1
+    while high >= low:
+        mid = (low + high) // 2
+        phy_offset = phy_at(mid)
+        if phy_offset is None:
+            low = mid + 1  # a hole (RocksDB): RocketMQ moves right
+            continue
+        if phy_offset < min_phy_offset:
+            low = mid + 1
+            left = mid
+            continue
+        store_time = time_at(mid)
+        if store_time is None or store_time < 0:
+            return 0
+        if store_time == timestamp_ms:
+            target = mid
+            break
+        if store_time > timestamp_ms:
+            high = mid - 1
+            right = mid
+        else:
+            low = mid + 1
+            left = mid
+    if target != -1:
+        step, limit_ok = (-1, lambda i: i >= floor) if boundary == LOWER else \
+            (1, lambda i: i <= ceiling)
+        # Equal store times around an exact hit: walk to the first (LOWER) / last (UPPER) of them.
+        # Bounded by the window size.
+        while limit_ok(target + step) and time_at(target + step) == timestamp_ms:
+            target += step
+        return base + target
+    found = right if boundary == LOWER else left
+    return relative_to_queue_offset(base, found)
+
+
+def relative_to_queue_offset(base: int, index: int) -> int:
+    """Queue offset of relative index `index`; index -1 maps like Java's `(fileFrom - 1) / 20`."""
+    if index >= 0:
+        return base + index
+    return max(base - 1, 0)
