@@ -40,9 +40,10 @@ if pulled:
 
 
 _job = st.session_state.get("pl_job")
+_ticking = _job is not None and not _job.done
 
 
-@st.fragment(run_every=0.5 if _job is not None and not _job.done else None)
+@st.fragment(run_every=0.5 if _ticking else None)
 def pull_result() -> None:
     job = st.session_state.get("pl_job")
     if job is None:
@@ -54,9 +55,8 @@ def pull_result() -> None:
                 f"{job.request['queue_id']} … {seconds:.1f} s left (released as soon as one arrives).")
         st.progress(1 - job.remaining_ms() / max(1, job.long_poll_ms))
         return
-    if _job is not None and not getattr(_job, "shown_done", False):
-        _job.shown_done = True
-        st.rerun()   # a full run stops this fragment's timer
+    if _ticking:
+        st.rerun()   # the poll ended: a full run shows the result and stops this fragment's timer
     if job.error:
         st.error(job.error)
         return

@@ -21,6 +21,7 @@ from store.codec.cq_unit import CqUnit
 from store.consume_queue import ConsumeQueueSettings, StoreTimeOf, check_boundary
 from store.errors import ReadOnlyStoreError
 from store.file_consume_queue import FileConsumeQueue
+from store.mapped_file import OS_PAGE_SIZE
 
 __all__ = ["FileConsumeQueue", "FileConsumeQueueStore", "parse_queue_id", "default_max_mapped_queues"]
 
@@ -162,8 +163,11 @@ class FileConsumeQueueStore:
 
     def flush(self, least_pages: int = 0) -> None:
         with self._lock:
-            for queue in list(self._mapped.values()):  # unmapped queues were flushed when unmapped
-                queue.flush(least_pages)
+            for queue in list(self._queues.values()):
+                if queue.is_mapped:
+                    queue.flush(least_pages)
+                elif queue.unflushed_bytes() >= max(least_pages * OS_PAGE_SIZE, 1):
+                    queue.flush_unmapped()
 
     def refresh(self) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ The per-store part (the directory scan and the queue table) is `store.consume_qu
 from __future__ import annotations
 
 import logging
+import os
 from typing import Sequence
 
 import numpy as np
@@ -19,6 +20,7 @@ from store.codec.cq_unit import (CQ_UNIT_DTYPE, CQ_UNIT_SIZE, PREFILL_UNIT, UNIT
                                  valid_prefix_length)
 from store.consume_queue import STYLE_5X, StoreTimeOf
 from store.consume_queue_file_time import offset_by_time
+from store.mapped_file import offset_to_file_name
 from store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -71,17 +73,14 @@ class FileConsumeQueue:
         return self._mapped_files is not None
 
     def hibernate(self) -> None:
-        """Flush and unmap every file, remembering positions (read-only: the in-memory view)."""
+        """Unmap every file, remembering positions. No msync here: dirty pages stay in the page cache
+        and `flush` syncs them later through a descriptor (`flush_unmapped`)."""
         mapped_files = self._mapped_files
         if mapped_files is None:
             return
-        if not self.read_only:
-            for _ in range(len(mapped_files.files) + 1):  # bounded: one file per step
-                if not mapped_files.flush(0):
-                    break
         first_created = self._first_created
         self._hibernated = (
-            {f.file_from_offset: f.wrote_position for f in mapped_files.files},
+            {f.file_from_offset: (f.wrote_position, f.flushed_position) for f in mapped_files.files},
             mapped_files.flushed_where, mapped_files.committed_where,
             first_created.file_from_offset if first_created in mapped_files.files else None,
             mapped_files.max_offset())
@@ -96,7 +95,9 @@ class FileConsumeQueue:
         kept = []
         for mapped in mapped_files.files:
             if mapped.file_from_offset in positions:
-                mapped.set_positions(positions[mapped.file_from_offset])
+                wrote_position, flushed_position = positions[mapped.file_from_offset]
+                mapped.set_positions(wrote_position)
+                mapped.flushed_position = flushed_position
                 kept.append(mapped)
                 if mapped.file_from_offset == first_created_from:
                     self._first_created = mapped
@@ -106,6 +107,27 @@ class FileConsumeQueue:
         mapped_files.flushed_where, mapped_files.committed_where = flushed_where, committed_where
         self._mapped_files = mapped_files
         self._hibernated = None
+
+    def unflushed_bytes(self) -> int:
+        if self._mapped_files is not None:
+            return sum(f.read_position - f.flushed_position for f in self._mapped_files.files)
+        return sum(wrote - flushed for wrote, flushed in self._hibernated[0].values())
+
+    def flush_unmapped(self) -> None:
+        """fdatasync the files of an unmapped queue that hold unflushed bytes (no mapping needed)."""
+        positions, _, committed_where, first_created_from, max_cq_offset = self._hibernated
+        for file_from_offset, (wrote, flushed) in list(positions.items()):
+            if wrote <= flushed:
+                continue
+            path = os.path.join(self.directory, offset_to_file_name(file_from_offset))
+            fd = os.open(path, os.O_RDWR)
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+            positions[file_from_offset] = (wrote, wrote)
+        self._hibernated = (positions, max_cq_offset, committed_where, first_created_from,
+                            max_cq_offset)
 
     # -- load and recovery (spec §4.5) -----------------------------------------------------------
 

@@ -148,15 +148,22 @@ class IndexFile:
 
     # -- write -------------------------------------------------------------------------------------
 
-    def put_key(self, key_string: str, phy_offset: int, store_timestamp: int) -> bool:
-        """Insert `key_string` (``topic#key``) per spec §5.5; False when the file is full."""
+    def put_key(self, key_string: str, phy_offset: int, store_timestamp: int, *,
+                key_hash: int | None = None, write_header: bool = True) -> bool:
+        """Insert `key_string` (``topic#key``) per spec §5.5; False when the file is full.
+
+        `key_hash` may be passed precomputed (batch dispatch hashes many keys at once).
+        `write_header=False` leaves the on-disk header to a later `write_header()`: a reader never
+        follows a slot to an entry number above the header's count, so a stale header is safe.
+        """
         if self.read_only:
             raise ReadOnlyStoreError(f"index file {self.path} is read-only")
         index_count = self.index_count
         if index_count >= self.max_index_num:
             return False
         buf = self._require_map()
-        key_hash = index_key_hash(key_string)
+        if key_hash is None:
+            key_hash = index_key_hash(key_string)
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.max_hash_slot_num) * HASH_SLOT_SIZE
         slot_value = _unpack_slot(buf, slot_pos)[0]
         if slot_value <= 0 or slot_value > index_count:
@@ -173,10 +180,21 @@ class IndexFile:
         self.index_count = index_count + 1
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
-        _pack_header(buf, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset,
-                     phy_offset, self.hash_slot_count, index_count + 1)
+        if write_header:
+            _pack_header(buf, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset,
+                         phy_offset, self.hash_slot_count, index_count + 1)
+        else:
+            self._header_stale = True
         self.dirty = True
         return True
+
+    def write_header(self) -> None:
+        """Write the in-memory header fields into the map (after puts with write_header=False)."""
+        if getattr(self, "_header_stale", False) and not self.read_only and self._map is not None:
+            self._header_stale = False
+            _pack_header(self._map, 0, self.begin_timestamp, self.end_timestamp,
+                         self.begin_phy_offset, self.end_phy_offset, self.hash_slot_count,
+                         self.index_count)
 
     def flush(self) -> None:
         """IndexFile.flush: write the in-memory header (index_count >= 1) and force the map."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from store.codec.index_codec import IndexHeader, build_key
+from store.codec.javahash import index_key_hashes
 from store.errors import CorruptDataError, ReadOnlyStoreError, StoreError
 from store.index_file import ChainStep, IndexFile
 
@@ -176,12 +177,16 @@ class IndexService:
             return self._files[-1]
         return self._create_file()
 
-    def _put(self, index_file: IndexFile, key_string: str, phy_offset: int, store_ts: int) -> IndexFile:
+    def _put(self, index_file: IndexFile, key_string: str, key_hash: int, phy_offset: int,
+             store_ts: int) -> IndexFile:
         """IndexService.putKey: on a full file, move to a fresh one and retry once."""
-        if index_file.put_key(key_string, phy_offset, store_ts):
+        if index_file.put_key(key_string, phy_offset, store_ts, key_hash=key_hash,
+                              write_header=False):
             return index_file
+        index_file.write_header()
         index_file = self._current_file()
-        ok = index_file.put_key(key_string, phy_offset, store_ts)
+        ok = index_file.put_key(key_string, phy_offset, store_ts, key_hash=key_hash,
+                                write_header=False)
         assert ok, "a fresh index file refused a key"
         return index_file
 
@@ -190,31 +195,45 @@ class IndexService:
 
         Uses only `topic`, `commit_log_offset`, `store_timestamp`, `sys_flag`, `uniq_key` and `keys`.
         As in the broker, the current file is looked up (and created when full) for every request,
-        even one without keys.
+        even one without keys. Key hashes are computed for the whole batch at once, and each file's
+        header is written once per batch.
         """
         if self.read_only:
             raise ReadOnlyStoreError(f"index {self.index_dir} is read-only")
+        planned = []     # (request, [key strings])
+        all_keys: list[str] = []
+        for request in requests:
+            if request.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+                planned.append((request, ()))
+                continue
+            prefix = request.topic + "#"
+            keys = []
+            if request.uniq_key is not None:
+                keys.append(prefix + request.uniq_key)
+            if request.keys:
+                keys.extend(prefix + token for token in request.keys.split(KEY_SEPARATOR) if token)
+            planned.append((request, keys))
+            all_keys.extend(keys)
+        hashes = index_key_hashes(all_keys).tolist() if all_keys else []
         max_index_num = self.max_index_num
         put = self._put
         index_file = None
-        for request in requests:
+        cursor = 0
+        for request, keys in planned:
             if index_file is None or index_file.index_count >= max_index_num:
+                if index_file is not None:
+                    index_file.write_header()
                 index_file = self._current_file()
             phy_offset = request.commit_log_offset
             if phy_offset < index_file.end_phy_offset:
+                cursor += len(keys)
                 continue
-            if request.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
-                continue
-            topic_prefix = request.topic + "#"
             store_ts = request.store_timestamp
-            uniq_key = request.uniq_key
-            if uniq_key is not None:
-                index_file = put(index_file, topic_prefix + uniq_key, phy_offset, store_ts)
-            keys = request.keys
-            if keys:
-                for token in keys.split(KEY_SEPARATOR):
-                    if token:
-                        index_file = put(index_file, topic_prefix + token, phy_offset, store_ts)
+            for key_string in keys:
+                index_file = put(index_file, key_string, hashes[cursor], phy_offset, store_ts)
+                cursor += 1
+        if index_file is not None:
+            index_file.write_header()
 
     def delete_expired(self, commit_log_min_offset: int) -> int:
         """deleteExpiredFile (spec §12.3): delete old files (never the last) whose endPhyOffset is

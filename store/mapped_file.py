@@ -17,6 +17,7 @@ Readers never see bytes beyond `read_position`.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import threading
@@ -178,17 +179,44 @@ class MappedFile:
             return target
 
     def zero_from(self, position: int) -> None:
-        """Zero every non-zero byte from `position` to the end of the file (cut data stays cut)."""
+        """Zero every non-zero byte from `position` to the end of the file (cut data stays cut).
+
+        Only the file's data extents are read (SEEK_DATA/SEEK_HOLE): the never-written rest of a
+        sparse segment costs nothing, so this is cheap after a clean shutdown.
+        """
         self._check_writable()
         chunk = 1 << 20
-        cursor = position
-        while cursor < self.file_size_bytes:
-            end = min(cursor + chunk, self.file_size_bytes)
-            view = self._map[cursor:end]
-            if view.count(0) != len(view):
-                self._map[cursor:end] = bytes(end - cursor)
-            cursor = end
+        for start, end in self._data_extents(position):
+            cursor = start
+            while cursor < end:
+                stop = min(cursor + chunk, end)
+                view = self._map[cursor:stop]
+                if view.count(0) != len(view):
+                    self._map[cursor:stop] = bytes(stop - cursor)
+                cursor = stop
         self._map.flush()
+
+    def _data_extents(self, position: int):
+        """(start, end) ranges at or after `position` that may hold data (holes are zeros)."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            extents = []
+            cursor = position
+            while cursor < self.file_size_bytes:
+                try:
+                    data = os.lseek(fd, cursor, os.SEEK_DATA)
+                except OSError as error:
+                    if error.errno == errno.ENXIO:   # no data after cursor
+                        break
+                    raise                            # no SEEK_DATA here: scan everything
+                hole = os.lseek(fd, data, os.SEEK_HOLE)
+                extents.append((max(data, position), min(hole, self.file_size_bytes)))
+                cursor = hole
+            return extents
+        except (AttributeError, OSError):
+            return [(position, self.file_size_bytes)]
+        finally:
+            os.close(fd)
 
     def warm(self) -> None:
         """Touch every page once, as RocketMQ's warmMappedFile does, so first writes don't fault."""

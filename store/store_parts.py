@@ -128,7 +128,9 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
             min_timestamp=min_timestamp, rocksdb_mode=config.store_type == "defaultRocksDB")
         if report.consume_queues_truncated and not read_only:
             consume_queues.truncate_dirty(report.process_offset)
-            report.step("consume queues", f"cut every consume queue at {report.process_offset}")
+            if cq_max_phy_offset > report.process_offset:
+                report.step("consume queues", f"cut consume queues at {report.process_offset}: they "
+                                              f"referenced the log up to {cq_max_phy_offset}")
         if style == FORMAT_5X and report.records_checked:
             # 5.x recovery records the start of the last valid record as the confirm offset.
             checkpoint.confirm_phy_offset = report.last_record_offset

@@ -10,7 +10,7 @@ from store import Message, MessageStore
 from store.check import check_config, check_store, has_errors
 from store.check_findings import Sink
 from store.codec.index_codec import INDEX_HEADER_SIZE
-from tests.engine_util import small_config
+from tests.engine_util import STORE_TYPES, small_config
 from tests.fixtures_util import (copy_store, fixture_dirs, fixture_id, store_config,
                                  tree_fingerprint)
 
@@ -43,8 +43,9 @@ def test_check_store_on_opened_copy(fixture, tmp_path):
     assert tree_fingerprint(root) == before
 
 
-def test_engine_written_store_is_clean(tmp_path):
-    config = small_config(tmp_path / "s")
+@pytest.mark.parametrize("store_type", STORE_TYPES)
+def test_engine_written_store_is_clean(tmp_path, store_type):
+    config = small_config(tmp_path / "s", store_type)
     with MessageStore.open(config) as store:
         for i in range(400):      # rolls commit log segments, CQ files and index files
             store.put_message(Message(f"T{i % 3}", b"x" * (i % 200), queue_id=i % 2,

@@ -378,6 +378,7 @@ def _random_stream(seed):
 @pytest.mark.parametrize("seed", range(12))
 def test_backends_give_the_same_answers(tmp_path, seed):
     stores = [open_store(tmp_path / b, b) for b in BACKENDS]
+    stores[0].max_mapped_queues = 1 + seed % 3   # also exercises unmapping and re-mapping queues
     seen = []
     min_offset = 0
     try:
@@ -409,3 +410,27 @@ def test_backends_give_the_same_answers(tmp_path, seed):
     finally:
         for cq_store in stores:
             cq_store.close()
+
+
+def test_file_unmapped_queues_keep_state_and_flush(tmp_path):
+    cq_store = open_store(tmp_path, STORE_TYPE_FILE)
+    cq_store.max_mapped_queues = 1
+    cq_store.put_units(stream("A", count=7))
+    cq_store.put_units(stream("B", count=3, start_phy=10_000))     # unmaps A
+    assert not cq_store.queue("A", 0).is_mapped
+    assert cq_store.get_max_offset("A", 0) == 7                   # answered without mapping A
+    assert not cq_store.queue("A", 0).is_mapped
+    assert cq_store.queue("A", 0).unflushed_bytes() == 140
+    cq_store.flush(0)                                              # fdatasync, still unmapped
+    assert cq_store.queue("A", 0).unflushed_bytes() == 0 and not cq_store.queue("A", 0).is_mapped
+    cq_store.put_units([request("A", 0, 7, 700)])                 # maps A again, appends
+    assert all_units(cq_store, "A", 0)[-1] == (7, 700, 100, 0)
+    cq_store.close()
+    reader = open_store(tmp_path, STORE_TYPE_FILE, read_only=True)
+    reader.max_mapped_queues = 1
+    reader.truncate_dirty(300)                                     # in memory only
+    assert reader.get_max_offset("A", 0) == 3
+    reader.get_unit("B", 0, 0)                                     # unmaps A
+    assert reader.get_max_offset("A", 0) == 3 and reader.get_unit("A", 0, 5) is None
+    assert len(all_units(reader, "A", 0)) == 3
+    reader.close()

@@ -10,6 +10,12 @@ from app.registry import MODES
 from app.ui.state import EXPECTED_ERRORS, current_handle, get_registry, select, user_error
 
 
+def _switch() -> None:
+    handle = get_registry().get(st.session_state.get("picker_choice"))
+    if handle is not None:
+        select(handle)
+
+
 def store_picker() -> None:
     registry = get_registry()
     current = current_handle()
@@ -18,11 +24,11 @@ def store_picker() -> None:
     keys = list(labels)
     with st.sidebar:
         st.subheader("Store")
-        chosen = st.selectbox("Open stores", keys, index=keys.index(current.key),
-                              format_func=lambda k: labels[k], key="picker_choice")
-        if chosen != current.key:
-            select(registry.get(chosen))
-            st.rerun()
+        # Keep the widget in step with a store chosen elsewhere (opened here, the recovery lab).
+        if st.session_state.get("picker_choice") != current.key:
+            st.session_state["picker_choice"] = current.key
+        st.selectbox("Open stores", keys, format_func=lambda k: labels.get(k, k),
+                     key="picker_choice", on_change=_switch)
         st.caption(f"{current.root}")
         st.caption(f"config: {current.config_source}")
         with st.expander("Open another store"):

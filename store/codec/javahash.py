@@ -36,3 +36,54 @@ def index_key_hash(key_string: str) -> int:
     if h == INT32_MIN:
         return 0
     return abs(h)
+
+
+def java_string_hashes(texts: list[str]):
+    """`java_string_hash` of many strings at once, as a numpy int64 array of signed int32 values.
+
+    ASCII strings (the usual keys) are hashed in one vectorized pass: the hash is
+    sum(c[i] * 31**(n-1-i)) mod 2**32, computed with uint64 arithmetic that wraps mod 2**64, whose low
+    32 bits are the Java result. Other strings fall back to the scalar loop.
+    """
+    import numpy as np
+
+    count = len(texts)
+    result = np.zeros(count, dtype=np.int64)
+    if count == 0:
+        return result
+    joined = "".join(texts)
+    if not joined.isascii():
+        return np.array([java_string_hash(t) for t in texts], dtype=np.int64)
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=count)
+    chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).astype(np.uint64)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    if chars.size:
+        max_len = int(lengths.max())
+        powers = np.array(_powers_of_31(max_len), dtype=np.uint64)
+        key_of_char = np.repeat(np.arange(count), lengths)
+        from_end = (ends[key_of_char] - 1) - np.arange(chars.size)
+        weighted = chars * powers[from_end]
+        nonempty = lengths > 0
+        sums = np.add.reduceat(weighted, starts[nonempty]) if nonempty.any() else weighted[:0]
+        low = (sums & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        result[nonempty] = np.where(low >= 2**31, low - 2**32, low)
+    return result
+
+
+_POWERS: list[int] = [1]
+
+
+def _powers_of_31(count: int) -> list[int]:
+    """31**k mod 2**64 for k < count (cached; keys are short)."""
+    while len(_POWERS) < count:
+        _POWERS.append((_POWERS[-1] * 31) & 0xFFFFFFFFFFFFFFFF)
+    return _POWERS[:count]
+
+
+def index_key_hashes(key_strings: list[str]):
+    """`index_key_hash` of many keys at once (numpy int64 array)."""
+    import numpy as np
+
+    hashes = java_string_hashes(key_strings)
+    return np.where(hashes == INT32_MIN, 0, np.abs(hashes))

@@ -1,0 +1,152 @@
+"""Figure builders and data shaping of the dashboard, without streamlit."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from app import figures
+from app.bodies import render_body
+from app.commitlog_data import SegmentInfo, browse_records, segment_map
+from app.hexview import annotate_record, check_record
+from app.index_data import entries_per_slot, occupancy_grid
+from app.overview_data import rates
+from app.paths import InputError, resolve_store_dir
+from app.query import export_csv
+from app.registry import Sample
+from store.codec.message import encode_message
+
+SEGMENTS = [SegmentInfo("00000000000000000000", 0, 1000, 900, 100, 9, "full"),
+            SegmentInfo("00000000000000001000", 1000, 1000, 300, 0, 3, "active")]
+
+
+def test_no_streamlit_in_pure_modules():
+    """app/*.py (outside app/ui) never import streamlit: checked in a fresh interpreter."""
+    import subprocess
+    code = ("import sys; import app.figures, app.commitlog_data, app.queues_data, app.index_data, "
+            "app.registry, app.recovery_lab, app.tour, app.query, app.produce, app.hexview, "
+            "app.bodies, app.overview_data, app.health_data, app.pull_job, app.pipeline_runner; "
+            "assert 'streamlit' not in sys.modules")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([sys.executable, "-c", code], cwd=root, check=True)
+
+
+def test_segment_pointer_figure_has_three_layers_and_pointer_lines():
+    fig = figures.segment_pointer_figure(SEGMENTS, {"wrote": 1300, "flushed": 1200, "confirm": -1})
+    assert isinstance(fig, go.Figure)
+    assert [t.name for t in fig.data] == ["records", "BLANK filler", "free"]
+    assert list(fig.data[1].x) == [100, 0] and list(fig.data[1].base) == [900, 1300]
+    assert len(fig.layout.shapes) == 2      # confirm = -1 is not drawn
+
+
+def test_segment_fill_percentages():
+    fig = figures.segment_fill_figure(SEGMENTS)
+    assert list(fig.data[0].y) == [90.0, 30.0] and list(fig.data[2].y) == [0.0, 70.0]
+
+
+def test_rates_from_samples():
+    samples = [Sample(0.0, 1_000, 0, 0, 0), Sample(2.0, 3_000, 4096, 2048, 10)]
+    frame = rates(samples)
+    assert frame.loc[0, "put_messages_per_s"] == 5 and frame.loc[0, "put_kib_per_s"] == 2
+    assert frame.loc[0, "backlog_kib"] == 2
+    assert isinstance(figures.rates_figure(frame), go.Figure)
+    assert len(figures.rates_figure(rates([])).data) == 0
+
+
+def test_lag_and_depth_figures():
+    lag = pd.DataFrame({"group": ["a", "a", "b"], "topic": ["T", "T", "T"], "queue_id": [0, 1, 0],
+                        "lag": [5, 0, 7]})
+    assert [t.name for t in figures.lag_figure(lag).data] == ["a", "b"]
+    depth = pd.DataFrame({"topic": ["T"], "queue_id": [0], "depth": [3]})
+    assert list(figures.queue_depth_figure(depth).data[0].y) == [3]
+
+
+def test_slot_occupancy_and_chain_lengths():
+    entries = np.zeros(6, dtype=[("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff_s", ">i4"),
+                                 ("prev_index", ">i4")])
+    entries["key_hash"] = [0, 1, 65, 2, 129, 3]   # slots (64): 1, 1, 2, 1, 3
+    per_slot = entries_per_slot(entries, 64)
+    assert per_slot[1] == 3 and per_slot[2] == 1 and per_slot.sum() == 5
+    grid, per_cell = occupancy_grid(per_slot)
+    assert per_cell == 1 and grid.shape == (8, 8) and grid.sum() == 5
+    big, per_cell = occupancy_grid(np.ones(5_000_000, dtype=np.int64))
+    assert big.size <= 64 * 64 and per_cell > 1 and big.sum() == 5_000_000
+    hist = figures.chain_length_histogram(per_slot)
+    assert list(hist.data[0].x) == [1, 3] and list(hist.data[0].y) == [2, 1]
+    assert isinstance(figures.slot_heatmap(grid), go.Figure)
+
+
+def test_other_figures():
+    files = pd.DataFrame({"file": ["1.sst", "2.sst"], "kind": ["sst", "sst"], "size_bytes": [10, 5],
+                          "level": [0, 0]})
+    assert list(figures.rocksdb_files_figure(files).data[0].y) == [15]
+    fig = figures.recovery_pointers_figure({"wrote": 10}, {"wrote": 8, "reput": 8})
+    assert list(fig.data[1].y) == [8, 8]
+    findings = pd.DataFrame({"severity": ["error", "warning", "warning"]})
+    assert sorted(figures.findings_figure(findings).data[0].y) == [1, 2]
+
+
+def _record(body=b"hello", props=b"TAGS\x01a\x02KEYS\x01k1"):
+    return bytes(encode_message(topic="TopicA", queue_id=1, body=body, properties_raw=props,
+                                born_timestamp=1, born_host="127.0.0.1:5000", store_timestamp=2,
+                                store_host="127.0.0.1:10911", phy_offset=4096))
+
+
+def test_hex_annotation_covers_the_record_and_checks_crc():
+    raw = _record()
+    fields = annotate_record(raw)
+    assert [f.name for f in fields][:3] == ["TOTALSIZE", "MAGICCODE", "BODYCRC"]
+    assert sum(f.size for f in fields) == len(raw)
+    assert next(f for f in fields if f.name == "BODY").position == 88   # IPv4: body at 88 (spec §2.1)
+    check = check_record(raw, 4096)
+    assert check.crc_ok and check.msg_id_phy_offset == 4096 and check.msg_id_host == "127.0.0.1:10911"
+    flipped = bytearray(raw)
+    flipped[88] ^= 0xFF
+    assert not check_record(bytes(flipped), 4096).crc_ok
+
+
+@pytest.mark.parametrize("body, mode, expected_mode", [
+    (b"plain text", "auto", "text"), (b"\x00\x01\x02", "auto", "hex"), (b"abc", "base64", "base64"),
+    (b"<script>x</script>", "text", "text"), (b"", "auto", "text")])
+def test_render_body(body, mode, expected_mode):
+    rendered = render_body(body, mode)
+    assert rendered.mode == expected_mode
+    if expected_mode == "base64":
+        assert rendered.text == "YWJj"
+
+
+def test_render_body_truncates():
+    rendered = render_body(b"x" * 10_000, "text", limit_bytes=100)
+    assert rendered.truncated and len(rendered.text) == 100 and "10,000" in rendered.note
+
+
+def test_export_csv_has_base64_bodies():
+    from store.codec.message import decode_message
+    csv = export_csv([decode_message(_record(b"\xff\x00"))])
+    assert "body_base64" in csv and "/wA=" in csv
+
+
+def test_store_paths_are_checked(tmp_path):
+    with pytest.raises(InputError):
+        resolve_store_dir("")
+    with pytest.raises(InputError):
+        resolve_store_dir(str(tmp_path))                 # exists, not a store
+    (tmp_path / "commitlog").mkdir()
+    assert resolve_store_dir(str(tmp_path / "commitlog" / "..")) == str(tmp_path)
+
+
+def test_segment_map_and_browser_on_the_sample_store():
+    from app.store_config import resolve_config
+    from store.message_store import MessageStore
+    root = os.path.join(os.path.dirname(os.path.dirname(__file__)), "sample_store")
+    with MessageStore.open(resolve_config(root).config, read_only=True) as store:
+        segments = segment_map(store)
+        assert len(segments) >= 3
+        assert all(s.filler_bytes >= 8 for s in segments[:-1])   # rolled files end with BLANK
+        rows, next_offset = browse_records(store, 0, 5)
+        assert [r["kind"] for r in rows] == ["RECORD"] * 5 and next_offset > rows[-1]["phy_offset"]
