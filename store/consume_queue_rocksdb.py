@@ -31,10 +31,12 @@ from store.rocksdb_open import open_read_only_shadow, open_writable, remove_shad
 
 log = logging.getLogger(__name__)
 
-# Ranges up to this many units are read with one multi_get, longer ones with an iterator bounded by
-# an upper key. bench/rocksdb_crossover.py measures both: multi_get wins for short ranges (no
-# iterator setup), the iterator for long ones; they cross between 16 and 32 units on a warm cache.
-MULTI_GET_MAX_UNITS = 24
+# Ranges up to this many units are read with one multi_get (RocketMQ's rangeQuery), longer ones with
+# an iterator bounded by an upper key. bench/rocksdb_crossover.py (warm cache, best of 5 rounds, 2 CPUs):
+# multi_get wins only at 1 unit (15 vs 20 us), they tie around 2, and from 4 units on the iterator is
+# 1.4-2.5x faster (8: 19 vs 10 us; 128: 590 vs 315 us; 1024: 4.2 vs 2.8 ms): rocksdict's multi_get
+# costs one Python key object and one lookup per unit, the iterator one seek and then cheap next()s.
+MULTI_GET_MAX_UNITS = 2
 
 
 class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):

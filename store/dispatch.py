@@ -83,7 +83,8 @@ class ReputService:
         return max(0, self.commit_log.max_offset() - self.reput_offset)
 
     def wakeup(self) -> None:
-        self._wakeup.set()
+        if not self._wakeup.is_set():   # Event.set takes a lock: skip it when already set
+            self._wakeup.set()
 
     # -- one pass --------------------------------------------------------------------------------
 

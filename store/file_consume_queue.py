@@ -11,7 +11,6 @@ The per-store part (the directory scan and the queue table) is `store.consume_qu
 from __future__ import annotations
 
 import logging
-import os
 from typing import Sequence
 
 import numpy as np
@@ -20,7 +19,7 @@ from store.codec.cq_unit import (CQ_UNIT_DTYPE, CQ_UNIT_SIZE, PREFILL_UNIT, UNIT
                                  valid_prefix_length)
 from store.consume_queue import STYLE_5X, StoreTimeOf
 from store.consume_queue_file_time import offset_by_time
-from store.mapped_file import offset_to_file_name
+from store.file_consume_queue_mapping import OnDemandMapping
 from store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -29,7 +28,7 @@ RECOVER_FROM_LAST_FILES = 3
 SCAN_CHUNK_UNITS = 4096  # recovery reads a file in chunks so an all-zero tail is never read whole
 
 
-class FileConsumeQueue:
+class FileConsumeQueue(OnDemandMapping):
     """One consume queue (topic, queue_id). Writes are serialized by the owning store's lock."""
 
     def __init__(self, directory: str, topic: str, queue_id: int, file_size_bytes: int, *,
@@ -50,84 +49,6 @@ class FileConsumeQueue:
         self.order_warnings = 0        # "[BUG]logic queue order maybe wrong" count
         self._first_created = None     # the file created while the queue had none (pre-fill rule)
         self.time_cache: dict[tuple[int, str], int] = {}  # (file start, "start"/"stop") -> ms
-
-    # -- mapping on demand -----------------------------------------------------------------------
-    # Python 3.11's mmap keeps a duplicate of the file descriptor for every mapping, so a store with
-    # 16k queues cannot keep every file mapped. The store unmaps the least recently used queues
-    # (`hibernate`) and they are mapped again, with their positions, on their next use.
-
-    def _new_file_queue(self) -> MappedFileQueue:
-        return MappedFileQueue(self.directory, self.file_size_bytes, read_only=self.read_only,
-                               allow_empty_last_file=self.style == STYLE_5X)
-
-    @property
-    def mapped_files(self) -> MappedFileQueue:
-        if self._mapped_files is None:
-            self._wake()
-        if self.on_touch is not None:
-            self.on_touch(self)
-        return self._mapped_files
-
-    @property
-    def is_mapped(self) -> bool:
-        return self._mapped_files is not None
-
-    def hibernate(self) -> None:
-        """Unmap every file, remembering positions. No msync here: dirty pages stay in the page cache
-        and `flush` syncs them later through a descriptor (`flush_unmapped`)."""
-        mapped_files = self._mapped_files
-        if mapped_files is None:
-            return
-        first_created = self._first_created
-        self._hibernated = (
-            {f.file_from_offset: (f.wrote_position, f.flushed_position) for f in mapped_files.files},
-            mapped_files.flushed_where, mapped_files.committed_where,
-            first_created.file_from_offset if first_created in mapped_files.files else None,
-            mapped_files.max_offset())
-        self._first_created = None
-        mapped_files.close()
-        self._mapped_files = None
-
-    def _wake(self) -> None:
-        positions, flushed_where, committed_where, first_created_from, _ = self._hibernated
-        mapped_files = self._new_file_queue()
-        mapped_files.load()
-        kept = []
-        for mapped in mapped_files.files:
-            if mapped.file_from_offset in positions:
-                wrote_position, flushed_position = positions[mapped.file_from_offset]
-                mapped.set_positions(wrote_position)
-                mapped.flushed_position = flushed_position
-                kept.append(mapped)
-                if mapped.file_from_offset == first_created_from:
-                    self._first_created = mapped
-            else:
-                mapped.close()  # forgotten in memory (read-only truncation/expiry)
-        mapped_files.files = kept
-        mapped_files.flushed_where, mapped_files.committed_where = flushed_where, committed_where
-        self._mapped_files = mapped_files
-        self._hibernated = None
-
-    def unflushed_bytes(self) -> int:
-        if self._mapped_files is not None:
-            return sum(f.read_position - f.flushed_position for f in self._mapped_files.files)
-        return sum(wrote - flushed for wrote, flushed in self._hibernated[0].values())
-
-    def flush_unmapped(self) -> None:
-        """fdatasync the files of an unmapped queue that hold unflushed bytes (no mapping needed)."""
-        positions, _, committed_where, first_created_from, max_cq_offset = self._hibernated
-        for file_from_offset, (wrote, flushed) in list(positions.items()):
-            if wrote <= flushed:
-                continue
-            path = os.path.join(self.directory, offset_to_file_name(file_from_offset))
-            fd = os.open(path, os.O_RDWR)
-            try:
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-            positions[file_from_offset] = (wrote, wrote)
-        self._hibernated = (positions, max_cq_offset, committed_where, first_created_from,
-                            max_cq_offset)
 
     # -- load and recovery (spec §4.5) -----------------------------------------------------------
 

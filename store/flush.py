@@ -66,7 +66,8 @@ class _ServiceThread(abc.ABC):
         self._thread.start()
 
     def wakeup(self) -> None:
-        self._wakeup.set()
+        if not self._wakeup.is_set():   # Event.set takes a lock: skip it when already set
+            self._wakeup.set()
 
     def _wait(self, seconds: float) -> None:
         self._wakeup.wait(seconds)

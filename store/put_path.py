@@ -133,7 +133,9 @@ def encode_for_put(message: Message, settings: PutSettings, now_ms: int
     if properties_text_length > MAX_PROPERTIES_LENGTH:
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
                          f"properties text of {properties_text_length} characters exceeds 32767")
-    properties_raw = encode_properties(properties, style=settings.properties_style)
+    # The store is handed messages directly (not through a broker's request parser), so it
+    # serializes a default 16-bucket HashMap in either style, as the 5.3.3 fixtures show.
+    properties_raw = encode_properties(properties, style=settings.properties_style, capacity=16)
     if len(properties_raw) > MAX_PROPERTIES_LENGTH:
         raise PutRefused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                          f"properties of {len(properties_raw)} bytes exceed 32767")

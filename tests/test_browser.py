@@ -92,7 +92,7 @@ def test_every_page_renders(server, page):
 
 def test_produce_and_find_by_key(server, page):
     _goto(page, server, "produce", "Produce")
-    form = page.locator('[data-testid="stForm"]').first
+    form = page.locator('[data-testid="stMain"] [data-testid="stForm"]').first
     form.get_by_label("Topic").fill("BrowserTopic")
     form.get_by_label("Keys (space-separated)").fill("browser-key-1")
     form.get_by_label("Body text").fill("hello from chromium")
@@ -103,7 +103,7 @@ def test_produce_and_find_by_key(server, page):
     page.get_by_role("link", name="Query").click()
     page.get_by_role("heading", name="Query").first.wait_for(timeout=30_000)
     _wait_idle(page)
-    form = page.locator('[data-testid="stForm"]').first
+    form = page.locator('[data-testid="stMain"] [data-testid="stForm"]').first
     form.get_by_label("Topic").fill("BrowserTopic")
     form.get_by_label("Key", exact=True).fill("browser-key-1")
     form.get_by_role("button", name="Search").click()

@@ -109,6 +109,12 @@ def java_hashmap_order(names: Iterable[str], initial_capacity: int = 16) -> list
     return [ordered[i] for i in positions]
 
 
+@lru_cache(maxsize=1024)
+def _cached_order(names: tuple[str, ...], capacity: int) -> tuple[str, ...]:
+    # Messages of one producer mostly carry the same property names: order them once.
+    return tuple(java_hashmap_order(names, capacity))
+
+
 def encode_properties(props: Mapping[str, str | None], *, style: str = STYLE_4_9,
                       capacity: int | None = None) -> bytes:
     """Serialize properties as a broker of `style` ("4.9" or "5.x") would store them.
@@ -129,7 +135,7 @@ def encode_properties(props: Mapping[str, str | None], *, style: str = STYLE_4_9
     # when the string is written, as `messageProperties2String` does.
     names = list(props)
     if len(names) > 1:
-        names = java_hashmap_order(names, capacity)
+        names = _cached_order(tuple(names), capacity)
     order = [(name, props[name]) for name in names if props[name] is not None]
     if not order:
         return b""
