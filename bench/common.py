@@ -101,7 +101,9 @@ def count_files(root: str) -> int:
 
 
 def dir_bytes(root: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
+    """Bytes allocated on disk (sparse files count what they hold, not their length)."""
+    return sum(os.stat(os.path.join(d, f)).st_blocks * 512 for d, _, files in os.walk(root)
+               for f in files)
 
 
 def drop_caches() -> bool:

@@ -65,18 +65,20 @@ class CleanupService:
     def request_manual_clean(self) -> None:
         self.manual_runs_left = MANUAL_CLEAN_RUNS
 
-    def run_once(self) -> CleanupResult:
+    def run_once(self, *, force: bool = False) -> CleanupResult:
+        """One cleaning pass. `force` deletes expired-or-not segments (an operator's forced clean)
+        without pretending the disk is full."""
         store = self.store
         result = CleanupResult()
         ratio = self.disk_ratio_of(store.config.commit_log_dir)
         result.disk_ratio = ratio
         store.disk_full = ratio > self.warning_ratio
-        result.clean_immediately = ratio > self.forcibly_ratio or ratio < 0
+        result.clean_immediately = ratio > self.forcibly_ratio or ratio < 0 or force
         now_ms = self.now_ms()
         hour_now = datetime.fromtimestamp(now_ms / 1000).hour
         time_up = hour_now in self.delete_hours
         space_full = ratio > self.max_used_ratio or result.clean_immediately
-        manual = self.manual_runs_left > 0
+        manual = self.manual_runs_left > 0 or force
         if manual:
             self.manual_runs_left -= 1
         if time_up or space_full or manual:

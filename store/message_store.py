@@ -312,6 +312,17 @@ class MessageStore(LookupsMixin):
         from store.check import check_store
         return check_store(self)
 
+    def clean_expired_files(self, *, force: bool = False):
+        """Run one cleanup pass now (spec §12): expired segments, then the CQ and index files behind
+        them. `force` deletes the oldest segments whatever their age (never the last, never what is
+        not dispatched yet). Returns a CleanupResult."""
+        self._check_open()
+        if self.read_only:
+            raise ReadOnlyStoreError("cannot clean a read-only store")
+        if not force:
+            self.services.cleanup.request_manual_clean()
+        return self.services.cleanup.run_once(force=force)
+
     def refresh(self) -> int:
         """Read-only stores: pick up what a live writer appended since open; returns new bytes."""
         return self.services.follow_tail()

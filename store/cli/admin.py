@@ -262,15 +262,8 @@ def _rebuild_index(config) -> dict:
 # -- clean ----------------------------------------------------------------------------------------
 
 def cmd_clean(args) -> int:
-    from store.cleanup import CleanupService
     with open_store(args, read_only=False) as store:
-        if args.force:
-            # A disk reported full makes the service delete regardless of age (cleanFileForcibly).
-            service = CleanupService(store, disk_ratio_of=lambda _path: 1.0)
-        else:
-            service = store.services.cleanup
-            service.request_manual_clean()
-        result = asdict(service.run_once())
+        result = asdict(store.clean_expired_files(force=args.force))
         result["minPhyOffsetAfter"] = store.commit_log.min_offset()
     if args.json:
         print_json(result)
