@@ -39,14 +39,18 @@ def segment_pointer_figure(segments: Sequence, pointers: Mapping[str, int]) -> g
                              marker_color=color,
                              hovertemplate="%{y}<br>from %{base:,} +%{x:,} bytes<extra>" + label
                                            + "</extra>"))
+    by_value: dict[int, list[str]] = {}
     for name, value in pointers.items():
-        if name not in POINTER_COLORS or value is None or value < 0:
-            continue
-        fig.add_vline(x=value, line_color=POINTER_COLORS[name], line_dash="dot",
-                      annotation_text=f"{name} {value:,}", annotation_position="top",
-                      annotation_font_color=POINTER_COLORS[name])
+        if name in POINTER_COLORS and value is not None and value >= 0:
+            by_value.setdefault(value, []).append(name)
+    for row, (value, names_here) in enumerate(sorted(by_value.items())):
+        # Pointers at the same offset share one line and one label, so labels never overlap.
+        fig.add_vline(x=value, line_color=POINTER_COLORS[names_here[0]], line_dash="dot",
+                      annotation_text=f"{' = '.join(names_here)}: {value:,}",
+                      annotation_position="top left" if row % 2 else "top right",
+                      annotation_font_color=POINTER_COLORS[names_here[0]])
     fig.update_layout(barmode="overlay", xaxis_title="physical offset (bytes)",
-                      yaxis=dict(autorange="reversed", title="segment file"))
+                      yaxis=dict(autorange="reversed", title="segment file", type="category"))
     return _layout(fig, "Commit log segments and pointers", height=max(260, 60 + 28 * len(segments)))
 
 
@@ -63,7 +67,8 @@ def segment_fill_figure(segments: Sequence) -> go.Figure:
                              customdata=[part(s) for s in segments],
                              hovertemplate="%{x}<br>%{y:.1f}% (%{customdata:,} bytes)<extra>"
                                            + label + "</extra>"))
-    fig.update_layout(barmode="stack", yaxis_title="% of segment", xaxis_title="segment file")
+    fig.update_layout(barmode="stack", yaxis_title="% of segment", xaxis_title="segment file",
+                      xaxis_type="category")
     return _layout(fig, "Segment fill level")
 
 

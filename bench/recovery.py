@@ -58,7 +58,7 @@ def run(args, report: common.Report) -> None:
     smoke = args.size == "smoke"
     target = (8 << 20) if smoke else (1 << 30)
     segment = (4 << 20) if smoke else (128 << 20)
-    reps = common.reps_for(args)
+    reps = common.reps_for(args, full=2)
     with common.scratch_dir(args, "recovery") as parent:
         root, crashed = os.path.join(parent, "store"), os.path.join(parent, "crashed")
         started = time.perf_counter()

@@ -23,6 +23,11 @@ DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
+# Topic names already validated (a bounded memo: validation is on the hot path).
+_VALID_TOPICS: set[tuple[str, bool]] = set()
+_VALID_TOPICS_MAX = 100_000
+
+
 class PutRefused(Exception):
     """A put that fails validation: carries RocketMQ's status and a sentence for the caller."""
 
@@ -112,11 +117,17 @@ def encode_for_put(message: Message, settings: PutSettings, now_ms: int
     """Validate and encode one message; raise PutRefused with RocketMQ's status on bad input."""
     if not isinstance(message.body, (bytes, bytearray, memoryview)):
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "the body must be bytes")
-    body = bytes(message.body)
-    try:
-        validate_topic(message.topic, allow_v2=settings.allow_v2_records)
-    except InvalidTopicError as error:
-        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, str(error)) from None
+    body = message.body if type(message.body) is bytes else bytes(message.body)
+    if not isinstance(message.topic, str) or not isinstance(message.queue_id, int):
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "topic must be a str and queue_id an int")
+    topic_key = (message.topic, settings.allow_v2_records)
+    if topic_key not in _VALID_TOPICS:
+        try:
+            validate_topic(message.topic, allow_v2=settings.allow_v2_records)
+        except (InvalidTopicError, TypeError) as error:
+            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, str(error)) from None
+        if len(_VALID_TOPICS) < _VALID_TOPICS_MAX:
+            _VALID_TOPICS.add(topic_key)
     if not 0 <= message.queue_id <= MAX_QUEUE_ID:
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
                          f"queue id {message.queue_id} is outside 0..{MAX_QUEUE_ID}")

@@ -37,11 +37,13 @@ def test_no_streamlit_in_pure_modules():
 
 
 def test_segment_pointer_figure_has_three_layers_and_pointer_lines():
-    fig = figures.segment_pointer_figure(SEGMENTS, {"wrote": 1300, "flushed": 1200, "confirm": -1})
+    fig = figures.segment_pointer_figure(SEGMENTS, {"wrote": 1300, "committed": 1300, "flushed": 1200,
+                                                   "confirm": -1})
     assert isinstance(fig, go.Figure)
     assert [t.name for t in fig.data] == ["records", "BLANK filler", "free"]
     assert list(fig.data[1].x) == [100, 0] and list(fig.data[1].base) == [900, 1300]
-    assert len(fig.layout.shapes) == 2      # confirm = -1 is not drawn
+    assert len(fig.layout.shapes) == 2      # wrote = committed share a line; confirm -1 not drawn
+    assert any(a.text.startswith("wrote = committed") for a in fig.layout.annotations)
 
 
 def test_segment_fill_percentages():

@@ -76,7 +76,7 @@ def _wait_idle(page) -> None:
 
 
 def _goto(page, server, url_path: str, title: str) -> None:
-    page.goto(f"{server}/{url_path}")
+    page.goto(f"{server}/{'' if url_path == 'overview' else url_path}")
     page.get_by_role("heading", name=title).first.wait_for(timeout=30_000)
     _wait_idle(page)
     assert page.locator('[data-testid="stException"]').count() == 0, url_path

@@ -16,7 +16,8 @@ What is asserted after every kill (reopen = abnormal recovery, in this process):
   RocketMQ's trade-off applies: acknowledged messages still in the write buffer (not yet committed to
   the mapped file) may be lost, but only as the newest tail of the log: the prefix rule above.
 * Earlier runs are never touched by later recoveries: their recovered counts never change.
-* Consume queues and index agree with the commit log (`store.check()` has no error or warning; a key
+* Consume queues and index agree with the commit log (every pulled unit leads to its exact record;
+  `store.check()`, run after every third kill and the last one for time, has no error or warning; a key
   lookup of the last recovered message of each run returns exactly that message). The index is
   complete only with messageIndexSafe=true on file consume queues (spec §11: with the default, or
   RocksDB's offset-based start, index files may miss entries after a crash; asserted only there).
@@ -121,7 +122,7 @@ def read_all_queues(store) -> dict[int, list[int]]:
 
 
 def verify_after_kill(config, runs_done: dict[int, int], run: int, batch: int, ack_path: str,
-                      lossless: bool, index_complete: bool) -> dict:
+                      lossless: bool, index_complete: bool, full_check: bool) -> dict:
     opened, acked = read_acks(ack_path)
     with MessageStore.open(config) as store:
         mode = store.recovery_report.mode
@@ -142,8 +143,9 @@ def verify_after_kill(config, runs_done: dict[int, int], run: int, batch: int, a
             if index_complete:
                 assert hits.messages, f"index lost the key of run {some_run} seq {last} ({hits})"
             assert all(m.body == producer.message_body(some_run, last) for m in hits.messages)
-        findings = [f for f in store.check() if f.severity in ("error", "warning")]
-        assert not findings, [str(f) for f in findings[:5]]
+        if full_check:
+            findings = [f for f in store.check() if f.severity in ("error", "warning")]
+            assert not findings, [str(f) for f in findings[:5]]
         after = store.put_message(Message("CrashAfter", b"after-%d" % run))
         assert after.ok
     return {"mode": mode, "recovered": len(seqs), "acked": len(acked_seqs), "opened": opened}
@@ -175,13 +177,13 @@ def run_cell(tmp_path, flush_disk_type, pool, store_type, batch, kills, seed):
                 deadline = time.monotonic() + 20
                 while not read_acks(ack_path)[0] and time.monotonic() < deadline:
                     time.sleep(0.005)
-                time.sleep(rng.uniform(0.01, 0.35))
+                time.sleep(rng.uniform(0.005, 0.25))
             os.kill(pid, signal.SIGKILL)
             status = zygote.reap(pid)
             assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
             stats["kills"] += 1
             result = verify_after_kill(config, runs_done, run, batch, ack_path, lossless,
-                                       index_complete)
+                                       index_complete, full_check=run % 3 == 2 or run == kills - 1)
             runs_done[run] = result["recovered"]
             stats["abnormal"] += result["mode"] == "abnormal"
             stats["killed_before_open"] += not result["opened"]
