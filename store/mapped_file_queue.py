@@ -44,6 +44,8 @@ class MappedFileQueue:
         self._files_lock = threading.RLock()
         # Set by the store when the transient store pool is on: (borrow() -> buffer|None, give_back()).
         self.write_buffer_pool = None
+        # warmMapedFileEnable: touch every page of a new segment before the writer reaches it.
+        self.warm_new_files = False
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -178,6 +180,8 @@ class MappedFileQueue:
         release = self.write_buffer_pool.give_back if buffer is not None else None
         mapped = MappedFile(path, self.file_size_bytes, create=True, write_buffer=buffer,
                             release_write_buffer=release)
+        if self.warm_new_files and buffer is None:
+            mapped.warm()
         with self._files_lock:
             self.files = self.files + [mapped]
         return mapped

@@ -115,6 +115,9 @@ class MessageStore(LookupsMixin):
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     error="store is open read-only")
+        if self.config.broker_role == "SLAVE":
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    error="brokerRole is SLAVE: a slave store does not accept puts")
         if self.disk_full:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     error="disk usage is above the warning level; puts are refused")

@@ -106,6 +106,7 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
         commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log,
                                read_only=read_only, store_host=config.store_host, clock_ms=clock_ms)
         commit_log.mapped_files.allow_empty_last_file = True
+        commit_log.mapped_files.warm_new_files = config.warm_maped_file_enable
         commit_log.mapped_files.load()
         opened.append(commit_log.mapped_files)
         consume_queues = open_consume_queue_store(ConsumeQueueSettings(

@@ -175,7 +175,10 @@ def verify_copy(config, sync: bool, cut: dict) -> int:
         findings = [f for f in store.check() if f.severity in ("error", "warning")]
         assert not findings, [str(f) for f in findings[:5]]
         assert store.put_message(Message("AfterPower", b"x")).ok
-        return sum(len(s) for s in recovered.values())
+        total = sum(len(s) for s in recovered.values())
+        print(f"cut: recovered {total} acked {sum(len(a[1]) for a in cut['acked'])} "
+              f"durable_end {cut['durable_end']} report {store.recovery_report.mode}")
+        return total
 
 
 CONFIGS = [
