@@ -171,7 +171,7 @@ def verify_copy(config, sync: bool, cut: dict) -> int:
             if must:
                 assert set(seqs) <= recovered[producer], (
                     f"producer {producer} seqs {seqs} (end {end}) lost; durable end "
-                    f"{cut['durable_end']}, sync={sync}")
+                    f"{cut['durable_end']}, sync={sync}; recovery {store.recovery_report}")
         findings = [f for f in store.check() if f.severity in ("error", "warning")]
         assert not findings, [str(f) for f in findings[:5]]
         assert store.put_message(Message("AfterPower", b"x")).ok
