@@ -86,7 +86,7 @@ def _describe(store, step: int) -> TourPage:
                         {"CRC stored": check.stored_crc, "CRC computed": check.computed_crc,
                          "msgId": check.msg_id, "msgId host": check.msg_id_host,
                          "msgId offset": check.msg_id_phy_offset}, table)
-    store.services.reput.do_reput()
+    store.dispatch_pending()
     if step == 3:
         unit = store.consume_queues.get_unit(TOUR_TOPIC, 0, 0)
         key_hash, slot = key_hash_and_slot(build_key(TOUR_TOPIC, TOUR_KEY), store.config.max_hash_slot_num)

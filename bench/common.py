@@ -246,7 +246,8 @@ def _fmt(value) -> str:
 
 
 def table_lines(report: Report) -> list[str]:
-    lines = [f"## {report.scenario} ({report.size})", "", f"`{report.command}`", ""]
+    lines = [f"## {report.scenario} ({report.size})", "", f"`{report.command}` (engine at "
+             f"{engine_commit()})", ""]
     if report.skipped:
         return lines + [f"SKIPPED: {report.skipped}", ""]
     lines += ["| case | metric | ours min / median / max | reference min / median / max | ratio | goal |",
@@ -274,6 +275,7 @@ def finish(report: Report, args) -> Report:
         data = {"scenario": report.scenario, "size": report.size, "command": report.command,
                 "skipped": report.skipped, "notes": report.notes, "extra": report.extra,
                 "rows": [row.as_dict() for row in report.rows],
+                "engine_commit": engine_commit(),
                 "host": {"python": sys.version.split()[0], "machine": platform.machine(),
                          "cpus": os.cpu_count(), "at": time.strftime("%Y-%m-%dT%H:%M:%S")}}
         path = os.path.join(RESULTS_DIR, f"{report.scenario}-{report.size}.json")
@@ -281,6 +283,18 @@ def finish(report: Report, args) -> Report:
             json.dump(data, f, indent=1)
         os.replace(path + ".tmp", path)
     return report
+
+
+def engine_commit() -> str:
+    """The commit the engine was run at, with "+dirty" when store/ has uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "store"], cwd=REPO_ROOT, text=True,
+                               capture_output=True, check=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def scenario_main(name: str, description: str, run):

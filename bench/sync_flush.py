@@ -26,7 +26,9 @@ def ours_round(args, producers: int, duration_s: float) -> dict:
     with common.scratch_dir(args, "sync") as root:
         store = MessageStore.open(common.store_config(root, flush_disk_type="SYNC_FLUSH"))
         try:
-            work = [common.make_messages(min(per_producer, 60_000 if duration_s > 1 else 2000),
+            # enough for the duration at a few k msg/s in all; more would only cost memory and time
+            per_thread = max(200, (20_000 if duration_s > 1 else 1000) // producers)
+            work = [common.make_messages(per_thread,
                                          BODY_BYTES, queue_of=lambda n, p=p: p % 8,
                                          start=p * per_producer) for p in range(producers)]
             latencies_us: list[list[float]] = [[] for _ in range(producers)]

@@ -117,7 +117,7 @@ def build(out: str) -> None:
 
 
 def _wait_dispatched(store) -> None:
-    store.services.reput.do_reput()
+    store.dispatch_pending()
     assert store.dispatch_behind_bytes() == 0, "dispatch did not catch up"
 
 

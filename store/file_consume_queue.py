@@ -68,6 +68,11 @@ class FileConsumeQueue(OnDemandMapping):
                 self.max_phy_end = last_end
             end = mapped.file_from_offset + valid_units * CQ_UNIT_SIZE
             if valid_units * CQ_UNIT_SIZE != self.file_size_bytes:
+                position = valid_units * CQ_UNIT_SIZE
+                if not self.read_only and any(mapped.buffer[position:position + CQ_UNIT_SIZE]):
+                    # A torn unit (half written before a power cut): zero it and what follows,
+                    # so a later put cannot make stale units behind it valid again.
+                    mapped.zero_from(position)
                 break
         self._cut_at(end)
         self.time_cache.clear()
@@ -195,7 +200,10 @@ class FileConsumeQueue(OnDemandMapping):
 
     def truncate_dirty(self, phy_offset: int) -> None:
         """Spec §11.4 `truncateDirtyLogicFiles`: drop units pointing at or past `phy_offset`."""
-        self.max_phy_end = phy_offset
+        # The end of the last unit kept (-1: none). Not `phy_offset`: units between the last kept
+        # one and the cut would then count as already dispatched and never come back (a CQ file
+        # created but not flushed before a power cut leaves exactly that).
+        self.max_phy_end = -1
         self.time_cache.clear()
         files = list(self.mapped_files.files)
         while files:  # bounded by the number of files
@@ -203,7 +211,13 @@ class FileConsumeQueue(OnDemandMapping):
             units = np.frombuffer(last.buffer, dtype=CQ_UNIT_DTYPE,
                                   count=last.read_position // CQ_UNIT_SIZE)
             if len(units) == 0:
-                break  # an empty last file stays (RocketMQ would keep an all-zero unit 0)
+                if len(files) == 1:
+                    break  # an empty only file stays (RocketMQ would keep an all-zero unit 0)
+                # An empty last file: the queue ends in the file before it, which may itself
+                # hold units past the cut. Drop the empty one (a later put recreates it).
+                self._drop_files([last])
+                files.pop()
+                continue
             if int(units["phy_offset"][0]) >= phy_offset:
                 del units
                 self._drop_files([last])

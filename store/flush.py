@@ -86,6 +86,10 @@ class _ServiceThread(abc.ABC):
     def run_once(self) -> None:
         """One iteration of the service loop (it waits inside)."""
 
+    def stop_quietly(self) -> None:
+        """Stop the thread without the final flush or commit (a simulated crash)."""
+        _ServiceThread.shutdown(self)
+
     def shutdown(self) -> None:
         if self._thread is None:
             return

@@ -90,6 +90,27 @@ class MessageStore(LookupsMixin):
             finally:
                 self._close_parts()
 
+    def crash(self) -> None:
+        """Stop as a killed process would: no flush, no checkpoint, `abort` left in place.
+
+        For the dashboard's recovery lab and tests. What was written through the maps stays in the
+        page cache (a process crash, not a power cut); the next open runs abnormal recovery.
+        """
+        with self._close_lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.services.stop_without_flush()
+            self._close_parts()
+
+    def dispatch_pending(self) -> int:
+        """Run dispatch now, in the caller's thread; returns the records dispatched. For tools that
+        open the store with start_services=False and want each step to be deterministic."""
+        self._check_open()
+        if self.read_only:
+            return 0
+        return self.services.reput.do_reput()
+
     def _close_parts(self) -> None:
         for part in (self.index_service, self.consume_queues, self.commit_log.mapped_files):
             if part is not None:

@@ -188,6 +188,18 @@ class StoreServices:
         if self.started and self.reput.behind_bytes() == 0:
             delete_abort(store.config.store_path_root_dir, store.style)
 
+    def stop_without_flush(self) -> None:
+        """Stop every thread without the shutdown work (a simulated crash)."""
+        self._stop.set()
+        if self._offsets_timer is not None:
+            self._offsets_timer.cancel()
+        self.hold.shutdown()
+        self.cleanup.shutdown()
+        self.reput.shutdown(drain=False)
+        for service in (self.commit_service, self.flush_service, self.cq_flush_service):
+            if service is not None:
+                service.stop_quietly()
+
     # -- read-only following ---------------------------------------------------------------------
 
     def follow_tail(self) -> int:

@@ -117,7 +117,9 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
         checkpoint = CheckpointFile(config.checkpoint_path, read_only=read_only, style=style)
         checkpoint.load()
         index_service = IndexService(config.index_dir, config.max_hash_slot_num,
-                                     config.max_index_num, read_only=read_only, clock_ms=clock_ms)
+                                     config.max_index_num, read_only=read_only, clock_ms=clock_ms,
+                                     on_file_full=_index_file_full_callback(checkpoint),
+                                     max_msgs_num_batch=config.max_msgs_num_batch)
         index_service.load(last_exit_ok, checkpoint.index_msg_timestamp)
         opened.append(index_service)
         cq_max_phy_offset = consume_queues.recover()
@@ -150,6 +152,13 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
         raise
     return StoreParts(config, style, read_only, commit_log, consume_queues, index_service,
                       checkpoint, consumer_offsets, topics, lock, last_exit_ok, report)
+
+
+def _index_file_full_callback(checkpoint: CheckpointFile):
+    """Spec §5.7: once a full index file is flushed, the checkpoint learns its end time."""
+    def on_file_full(end_timestamp: int) -> None:
+        checkpoint.index_msg_timestamp = end_timestamp
+    return on_file_full
 
 
 def rebuild_queue_offset_table(commit_log: CommitLog, consume_queues) -> None:

@@ -225,3 +225,20 @@ def test_second_writer_is_locked_out(tmp_path, store_type):
     with MessageStore.open(config):
         with pytest.raises(StoreLockedError):
             MessageStore.open(config)
+
+
+def test_crash_then_abnormal_recovery_keeps_written_messages(tmp_path, store_type):
+    config = small_config(tmp_path / "s", store_type)
+    store = MessageStore.open(config)
+    results = [store.put_message(Message("T", b"m%d" % i, keys=[f"k{i}"])) for i in range(120)]
+    store.crash()
+    assert os.path.exists(os.path.join(config.store_path_root_dir, "abort"))
+    with MessageStore.open(config) as reopened:
+        assert reopened.recovery_report.mode == "abnormal"
+        assert reopened.get_max_offset_in_queue("T", 0) == 120
+        got = reopened.get_message("g", "T", 0, 119)
+        assert got.messages[0].body == b"m119"
+        assert reopened.query_message("T", "k7").messages[0].commit_log_offset == \
+            results[7].wrote_offset
+        assert reopened.put_message(Message("T", b"after")).queue_offset == 120
+    assert not os.path.exists(os.path.join(config.store_path_root_dir, "abort"))

@@ -148,6 +148,8 @@ def produce(store, producer: int, acked: list, stop: threading.Event) -> None:
 
 
 def verify_copy(config, sync: bool, cut: dict) -> int:
+    if os.environ.get("RMQ_KEEP_IMAGES"):
+        shutil.copytree(config.store_path_root_dir, config.store_path_root_dir + ".orig")
     with MessageStore.open(config) as store:
         recovered = {}
         for producer in range(PRODUCERS):
@@ -220,7 +222,8 @@ def run_power_loss(tmp_path, monkeypatch, flush, pool, store_type, cuts, seed):
     total = 0
     for target, cut in images:
         total += verify_copy(small_config(target, **overrides), flush == "SYNC_FLUSH", cut)
-        shutil.rmtree(target)
+        if not os.environ.get("RMQ_KEEP_IMAGES"):
+            shutil.rmtree(target)
     assert total > 0
     return len(images)
 

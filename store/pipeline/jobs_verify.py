@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from store.pipeline.frames import index_table
 from store.pipeline.jobs_export import commitlog_frame
 from store.pipeline.layout import list_commit_log
 from store.pipeline.segment_reader import SegmentReader, plan_splits
@@ -89,17 +90,17 @@ def verify(spark, store_dir: str, *, max_examples: int = 20) -> VerifyReport:
 
     log = commitlog_frame(spark, store_dir, columns=VERIFY_COLUMNS).cache()
     try:
-        findings = _queue_findings(spark, store_dir, log, log_min, log_end, F)
-        findings = findings.unionByName(_index_findings(spark, store_dir, log, log_end, F))
-        findings = findings.cache()
-        for row in findings.groupBy("kind").count().collect():
-            report.counts[row["kind"]] = row["count"] + report.counts.get(row["kind"], 0)
-        if report.counts:
-            ranked = findings.withColumn("n", F.row_number().over(Window.partitionBy("kind").orderBy("phy_offset")))
-            for row in ranked.where(F.col("n") <= max_examples).drop("n").collect():
-                report.examples.setdefault(row["kind"], []).append(
-                    {k: v for k, v in row.asDict().items() if v is not None and k != "kind"})
-        findings.unpersist()
+        findings = _queue_findings(spark, store_dir, log, log_min, log_end, F).unionByName(
+            _index_findings(spark, store_dir, log, log_end, F))
+        # One job: every finding is counted, and only the first `max_examples` of a kind are collected.
+        by_kind = Window.partitionBy("kind")
+        ranked = (findings.withColumn("n", F.row_number().over(by_kind.orderBy("phy_offset", "queue_offset", "detail")))
+                  .withColumn("total", F.count("*").over(by_kind)).where(F.col("n") <= max_examples))
+        for row in ranked.collect():
+            values = row.asDict()
+            report.counts[values["kind"]] = values["total"]
+            report.examples.setdefault(values["kind"], []).append(
+                {k: v for k, v in values.items() if v is not None and k not in ("kind", "n", "total")})
     finally:
         log.unpersist()
     return report
@@ -161,7 +162,6 @@ def record_key_hashes(log, F):
 def _index_findings(spark, store_dir, log, log_end, F):
     entries = spark.read.format("rocketmq-index").load(store_dir).select(
         "file_name", "entry_number", "key_hash", "phy_offset")
-    headers = spark.read.format("rocketmq-index").option("kind", "headers").load(store_dir)
     keys = record_key_hashes(log, F)
     starts = log.select("phy_offset", F.lit(True).alias("is_record"))
     unmatched = entries.join(keys, ["phy_offset", "key_hash"], "left_anti").join(starts, "phy_offset", "left")
@@ -174,11 +174,12 @@ def _index_findings(spark, store_dir, log, log_end, F):
     bad_entries = bad_entries.withColumn("topic", F.lit(None)).withColumn("queue_id", F.lit(None)).withColumn(
         "queue_offset", F.lit(None))
     # Keys of records inside the indexed range that have no entry.
-    bounds = headers.where("index_count > 1").agg(F.min("begin_phy_offset").alias("low"),
-                                                  F.max("end_phy_offset").alias("high")).first()
+    # 40 bytes per index file: read on the driver instead of running a Spark job for them.
+    headers = [h for h in index_table(store_dir, "headers").to_pylist() if h["index_count"] > 1]
     missing = keys.limit(0)
-    if bounds is not None and bounds["low"] is not None:
-        missing = keys.where((F.col("phy_offset") >= bounds["low"]) & (F.col("phy_offset") <= bounds["high"])).join(
+    if headers:
+        low, high = min(h["begin_phy_offset"] for h in headers), max(h["end_phy_offset"] for h in headers)
+        missing = keys.where((F.col("phy_offset") >= low) & (F.col("phy_offset") <= high)).join(
             entries.select("phy_offset", "key_hash"), ["phy_offset", "key_hash"], "left_anti")
     missing = missing.join(log.select("phy_offset", "topic", "queue_id", "queue_offset"), "phy_offset").withColumn(
         "detail", F.concat(F.lit("key_hash="), F.col("key_hash").cast("string")))

@@ -1,0 +1,36 @@
+"""Every benchmark scenario at smoke size: it runs, prints its table and reports rows (no timing
+asserts; the figures of a smoke run mean nothing)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+SCENARIOS = ["put", "sync_flush", "pull", "lookups", "topic_count", "recovery", "dashboard"]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_scenario_runs_at_smoke_size(name, tmp_path, capsys):
+    module = importlib.import_module(f"bench.{name}")
+    report = module.main(["--size", "smoke", "--workdir", str(tmp_path), "--no-json"])
+    out = capsys.readouterr().out
+    assert f"## {name} (smoke)" in out
+    assert report.skipped or report.rows
+    assert list(tmp_path.iterdir()) == [], "scratch stores must be deleted"
+
+
+def test_run_all_skips_decode_when_absent(tmp_path, capsys, monkeypatch):
+    from bench import run_all
+    monkeypatch.setattr(run_all.common, "RESULTS_DIR", str(tmp_path / "results"))
+    assert run_all.main(["--size", "smoke", "--only", "decode", "--workdir", str(tmp_path)]) == 0
+    assert "decode" in capsys.readouterr().out
+
+
+def test_percentile_and_interleaving():
+    from bench import common
+    assert common.percentile([5, 1, 3, 2, 4], 50) == 3
+    assert common.percentile(list(range(1, 101)), 99) == 99
+    order = []
+    common.interleaved(2, {"a": lambda: order.append("a"), "b": lambda: order.append("b")})
+    assert order == ["a", "b", "b", "a"]
