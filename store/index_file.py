@@ -188,6 +188,73 @@ class IndexFile:
         self.dirty = True
         return True
 
+    def put_keys(self, key_hashes: np.ndarray, phy_offsets: np.ndarray,
+                 store_timestamps: np.ndarray) -> int:
+        """Insert many keys at once, exactly as that many `put_key` calls would (spec §5.5).
+
+        Arrays are int64, in dispatch order. Returns how many were inserted (fewer when the file
+        fills up; the caller continues in a new file). Entries, chains and slots are computed with
+        numpy: inside the batch, a key's `prevIndex` is the previous key of the batch in the same
+        slot, or the slot's value before the batch (0 when that is out of range).
+        """
+        if self.read_only:
+            raise ReadOnlyStoreError(f"index file {self.path} is read-only")
+        start_count = self.index_count
+        count = min(len(key_hashes), self.max_index_num - start_count)
+        if count <= 0:
+            return 0
+        key_hashes = key_hashes[:count]
+        phy_offsets = phy_offsets[:count]
+        store_timestamps = store_timestamps[:count]
+        buf = self._require_map()
+        slots_view = np.frombuffer(buf, dtype=">i4", count=self.max_hash_slot_num,
+                                   offset=INDEX_HEADER_SIZE)
+        slots = key_hashes % self.max_hash_slot_num
+        entry_numbers = np.arange(start_count, start_count + count, dtype=np.int64)
+        # Keys grouped by slot, keeping dispatch order inside a group (stable sort).
+        order = np.argsort(slots, kind="stable")
+        sorted_slots = slots[order]
+        first_in_group = np.ones(count, dtype=bool)
+        first_in_group[1:] = sorted_slots[1:] != sorted_slots[:-1]
+        previous = np.empty(count, dtype=np.int64)
+        previous[1:] = entry_numbers[order][:-1]
+        old_values = slots_view[sorted_slots].astype(np.int64)
+        old_values[(old_values <= 0) | (old_values > start_count)] = 0
+        previous[first_in_group] = old_values[first_in_group]
+        prev_index = np.empty(count, dtype=np.int64)
+        prev_index[order] = previous
+        # timeDiff against the header's begin time as it was before each put: the first put of a
+        # fresh file uses the begin time inherited from the previous file (spec §5.7 quirk).
+        begin = self.begin_timestamp
+        fresh = start_count <= 1
+        first_ts = int(store_timestamps[0])
+        begins = np.full(count, first_ts if fresh else begin, dtype=np.int64)
+        begins[0] = begin
+        diffs = store_timestamps - begins
+        time_diff = np.where(diffs < 0, -((-diffs) // 1000), diffs // 1000)  # Java truncation
+        time_diff = np.clip(time_diff, 0, 2**31 - 1)
+        time_diff[begins <= 0] = 0
+        entries = np.frombuffer(buf, dtype=ENTRY_DTYPE, count=count,
+                                offset=self._entries_position + start_count * INDEX_ENTRY_SIZE)
+        entries["key_hash"] = key_hashes
+        entries["phy_offset"] = phy_offsets
+        entries["time_diff_s"] = time_diff
+        entries["prev_index"] = prev_index
+        last_in_group = np.ones(count, dtype=bool)
+        last_in_group[:-1] = sorted_slots[1:] != sorted_slots[:-1]
+        slots_view[sorted_slots[last_in_group]] = entry_numbers[order][last_in_group]
+        del slots_view, entries
+        if fresh:
+            self.begin_phy_offset = int(phy_offsets[0])
+            self.begin_timestamp = first_ts
+        self.hash_slot_count += int(np.count_nonzero(previous[first_in_group] == 0))
+        self.index_count = start_count + count
+        self.end_phy_offset = int(phy_offsets[-1])
+        self.end_timestamp = int(store_timestamps[-1])
+        self._header_stale = True
+        self.dirty = True
+        return count
+
     def write_header(self) -> None:
         """Write the in-memory header fields into the map (after puts with write_header=False)."""
         if getattr(self, "_header_stale", False) and not self.read_only and self._map is not None:

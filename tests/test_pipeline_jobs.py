@@ -12,9 +12,11 @@ from store.pipeline.frames import commitlog_table, consume_queue_table, index_ta
 from store.pipeline.jobs_export import export
 from store.pipeline.jobs_stats import load_consumer_offsets, parse_fastjson, stats
 from store.pipeline.jobs_verify import verify
-from store.pipeline.testing import copy_store, dump_messages, fixture_dirs, fixture_id, read_dump, spark  # noqa: F401
+from store.pipeline.testing import (  # noqa: F401 (spark is a fixture)
+    SPARK_WARNING_FILTERS, copy_store, dump_messages, fixture_dirs, fixture_id, read_dump, spark,
+)
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, *SPARK_WARNING_FILTERS]
 FIXTURES = fixture_dirs()
 by_fixture = pytest.mark.parametrize("fixture", FIXTURES, ids=[fixture_id(f) for f in FIXTURES])
 ROLLED = next(f for f in FIXTURES if f.name == "rolled-64k")

@@ -10,9 +10,11 @@ from store.pipeline.cq_decoder import CQ_SCHEMA
 from store.pipeline.frames import commitlog_table, consume_queue_table, index_table
 from store.pipeline.index_decoder import INDEX_SCHEMAS
 from store.pipeline.spark_sources import spark_schema
-from store.pipeline.testing import compare_with_dump, dump_units, fixture_dirs, fixture_id, spark  # noqa: F401
+from store.pipeline.testing import (  # noqa: F401 (spark is a fixture)
+    SPARK_WARNING_FILTERS, compare_with_dump, dump_units, fixture_dirs, fixture_id, spark,
+)
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, *SPARK_WARNING_FILTERS]
 FIXTURES = fixture_dirs()
 by_fixture = pytest.mark.parametrize("fixture", FIXTURES, ids=[fixture_id(f) for f in FIXTURES])
 

@@ -11,9 +11,11 @@ from store.pipeline.frames import commitlog_table
 from store.pipeline.jobs_export import export_stream, topic_rates_stream
 from store.pipeline.streaming import advance, plan_range
 from store.pipeline.synthetic import CommitLogWriter, SyntheticMessage
-from store.pipeline.testing import copy_store, fixture_dirs, spark  # noqa: F401
+from store.pipeline.testing import (  # noqa: F401 (spark is a fixture)
+    SPARK_WARNING_FILTERS, copy_store, fixture_dirs, spark,
+)
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, *SPARK_WARNING_FILTERS]
 ROLLED = next(f for f in fixture_dirs() if f.name == "rolled-64k")
 SEGMENT_BYTES = 65536
 

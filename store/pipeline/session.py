@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 DEFAULT_MASTER = "local[2]"
@@ -32,9 +33,23 @@ def prepare_environment() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
 
 
+# PySpark 4.x warns on every pandas conversion that pandas 3 is "not yet fully supported"; the pipeline
+# converts only small aggregates and tests their values, so these warnings carry no information here.
+QUIET_WARNINGS = (
+    ("ignore", "PySpark does not yet fully support pandas", FutureWarning),
+    ("ignore", "The copy keyword is deprecated", Warning),
+)
+
+
+def tame_python_warnings() -> None:
+    for action, message, category in QUIET_WARNINGS:
+        warnings.filterwarnings(action, message=message, category=category)
+
+
 def build_session(master: str | None = None, app_name: str = "rmqstore", *, extra_conf: dict | None = None):
     """Get or create the session with the pipeline's settings and register the data sources."""
     prepare_environment()
+    tame_python_warnings()
     from pyspark.sql import SparkSession
 
     from store.pipeline.spark_sources import register_data_sources

@@ -116,6 +116,12 @@ def copy_store(fixture: Path, destination: Path) -> Path:
     return target
 
 
+# pytest resets warning filters around each test, so the session's filters are repeated as marks.
+SPARK_WARNING_FILTERS = [
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+]
+
 _SESSION = None
 
 
