@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import resource
@@ -122,7 +123,7 @@ def percentile(values, pct: float) -> float:
     """Nearest-rank percentile (pct in 0..100) of a non-empty sequence."""
     ordered = sorted(values)
     assert ordered, "percentile of nothing"
-    rank = max(0, min(len(ordered) - 1, int(round(pct / 100.0 * len(ordered) + 0.5)) - 1))
+    rank = max(0, min(len(ordered) - 1, math.ceil(pct / 100.0 * len(ordered)) - 1))
     return ordered[rank]
 
 

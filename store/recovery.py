@@ -42,6 +42,10 @@ class RecoveryReport:
     consume_queues_truncated: bool = False
     cq_max_phy_offset: int = -1
     dispatch_from: int = 0
+    # Queues whose records appear in the verified part of the log but whose consume queue is
+    # missing or shorter: recovery re-dispatches the whole log to rebuild them.
+    rebuilt_queues: list[tuple[str, int]] = field(default_factory=list)
+    scanned_queue_max: dict[tuple[str, int], int] = field(default_factory=dict)
     redispatched_records: int = 0
     redispatched_bytes: int = 0
     steps: list[RecoveryStep] = field(default_factory=list)
@@ -103,12 +107,18 @@ def scan_valid_end(commit_log: CommitLog, start_index: int, *, check_crc: bool,
     files = commit_log.mapped_files.files
     start = files[start_index].file_from_offset
     process_offset = start
+    seen = report.scanned_queue_max
     last_file_start = files[-1].file_from_offset
     for phy_offset, result in commit_log.scan(start, check_crc=check_crc):
         if result.kind == msgcodec.CHECK_RECORD:
             process_offset = phy_offset + result.size
             report.last_record_offset = phy_offset
             report.records_checked += 1
+            request = result.request
+            if request.sys_flag & 0x0C in (0x00, 0x08):   # NOT / COMMIT: has a CQ unit
+                key = (request.topic, request.queue_id)
+                if request.consume_queue_offset >= seen.get(key, -1):
+                    seen[key] = request.consume_queue_offset
         elif result.kind == msgcodec.CHECK_BLANK:
             if phy_offset >= last_file_start:
                 process_offset = phy_offset
@@ -134,6 +144,15 @@ def _describe_invalid(commit_log: CommitLog, phy_offset: int, result) -> str:
         return f"zeros at {phy_offset}: end of the written data"
     reason = getattr(result, "reason", "") or "invalid record"
     return f"invalid record at {phy_offset}: {reason}"
+
+
+def find_queues_to_rebuild(report: RecoveryReport, consume_queues) -> list[tuple[str, int]]:
+    """Queues that the verified records say must hold a unit their consume queue lacks."""
+    missing = []
+    for (topic, queue_id), max_queue_offset in report.scanned_queue_max.items():
+        if consume_queues.get_max_offset(topic, queue_id) <= max_queue_offset:
+            missing.append((topic, queue_id))
+    return sorted(missing)
 
 
 def measure_dirty_tail(commit_log: CommitLog, process_offset: int) -> int:

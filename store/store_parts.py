@@ -134,6 +134,8 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
             if cq_max_phy_offset > report.process_offset:
                 report.step("consume queues", f"cut consume queues at {report.process_offset}: they "
                                               f"referenced the log up to {cq_max_phy_offset}")
+        if not read_only:
+            _plan_rebuild_of_missing_queues(report, consume_queues, commit_log)
         if style == FORMAT_5X and report.records_checked:
             # 5.x recovery records the start of the last valid record as the confirm offset.
             checkpoint.confirm_phy_offset = report.last_record_offset
@@ -152,6 +154,22 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
         raise
     return StoreParts(config, style, read_only, commit_log, consume_queues, index_service,
                       checkpoint, consumer_offsets, topics, lock, last_exit_ok, report)
+
+
+def _plan_rebuild_of_missing_queues(report: RecoveryReport, consume_queues,
+                                    commit_log: CommitLog) -> None:
+    """A consume queue that is missing (or shorter than the log says) is rebuilt by dispatching
+    the whole log again; queues that are complete ignore what they already hold."""
+    from store.recovery import find_queues_to_rebuild
+    missing = find_queues_to_rebuild(report, consume_queues)
+    if not missing:
+        return
+    report.rebuilt_queues = missing
+    report.dispatch_from = commit_log.min_offset()
+    names = ", ".join(f"{topic}/{queue_id}" for topic, queue_id in missing[:10])
+    more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+    report.step("consume queues", f"missing or short: {names}{more}; re-dispatching from "
+                                  f"{report.dispatch_from} to rebuild them")
 
 
 def _index_file_full_callback(checkpoint: CheckpointFile):

@@ -242,3 +242,19 @@ def test_crash_then_abnormal_recovery_keeps_written_messages(tmp_path, store_typ
             results[7].wrote_offset
         assert reopened.put_message(Message("T", b"after")).queue_offset == 120
     assert not os.path.exists(os.path.join(config.store_path_root_dir, "abort"))
+
+
+def test_missing_consume_queue_is_rebuilt(tmp_path):
+    # File layout only: a queue directory is what an operator can delete by hand.
+    import shutil
+    config = small_config(tmp_path / "s", "default")
+    with MessageStore.open(config) as store:
+        for i in range(250):
+            store.put_message(Message("T", b"m%d" % i, queue_id=i % 2))
+    shutil.rmtree(os.path.join(config.store_path_root_dir, "consumequeue", "T", "1"))
+    with MessageStore.open(config) as store:
+        assert store.recovery_report.rebuilt_queues == [("T", 1)]
+        assert store.recovery_report.redispatched_records >= 125
+        assert store.get_max_offset_in_queue("T", 1) == 125
+        assert store.get_message("g", "T", 1, 0).messages[0].body == b"m1"
+        assert store.get_max_offset_in_queue("T", 0) == 125
