@@ -190,7 +190,10 @@ class FileConsumeQueueStore:
 
     def get_max_offset(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))
-        return queue.max_offset() if queue else 0
+        if queue is None:
+            return 0
+        with self._lock:  # the queue may be unmapped or mapped again meanwhile
+            return queue.max_offset()
 
     def get_max_phy_end(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))

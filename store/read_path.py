@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from store.api import GetMessageResult, GetMessageStatus
 from store.codec.javahash import java_string_hash
 from store.codec.message import decode_message
@@ -77,8 +79,12 @@ def _is_batch_full(size: int, max_msg_nums: int, buffer_total: int, message_tota
 def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_offset: int,
                 max_msg_nums: int, *, tag_filter: TagFilter, limits: TransferLimits,
                 known_queue: bool, units_per_cq_file: int, max_total_msg_size: int | None = None,
-                decode: bool = True) -> GetMessageResult:
-    """Pull up to `max_msg_nums` messages of one queue from `queue_offset` (see module docstring)."""
+                decode: bool | str = True) -> GetMessageResult:
+    """Pull up to `max_msg_nums` messages of one queue from `queue_offset` (see module docstring).
+
+    `decode`: True gives MessageRecords, False raw record bytes, "view" zero-copy memoryviews of
+    the mapped segments (valid until the segment expires; for bulk readers).
+    """
     if max_msg_nums <= 0:
         raise ValueError("max_msg_nums must be positive")
     if not known_queue:
@@ -96,6 +102,9 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
         return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset,
                                 max_offset)
     window_units = max(FILTER_WINDOW_BYTES_MIN, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+    if tag_filter.hash_codes is None:
+        # Without a filter the scan stops at the unit after max_msg_nums: fetch no more.
+        window_units = min(window_units, max_msg_nums + 1)
     units = consume_queues.get_units(topic, queue_id, queue_offset,
                                      min(window_units, max_offset - queue_offset))
     if units is None:
@@ -103,9 +112,87 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
         next_file_offset = queue_offset + units_per_cq_file - queue_offset % units_per_cq_file
         return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, next_file_offset,
                                 min_offset, max_offset)
-    status = GetMessageStatus.NO_MATCHED_MESSAGE
     commit_log_max = commit_log.max_offset()
     in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
+    taken, scanned = _plan_scan(units, max_msg_nums, tag_filter, limits, max_total_msg_size,
+                                commit_log_max, in_memory_bytes)
+    records = _read_records(commit_log, units, taken, view=decode == "view")
+    if records is None:
+        # Some units point at expired commit log data: RocketMQ's sequential rules decide.
+        return _scan_sequentially(commit_log, units, queue_offset, max_msg_nums, tag_filter,
+                                  limits, max_total_msg_size, min_offset, max_offset, decode,
+                                  commit_log_max, in_memory_bytes)
+    status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
+    max_phy_pulling = int(units["phy_offset"][scanned - 1]) if scanned else 0
+    messages = [decode_message(raw) for raw in records] if decode is True else records
+    suggest_slave = (commit_log_max - max_phy_pulling) > in_memory_bytes
+    return GetMessageResult(status, queue_offset + scanned, min_offset, max_offset, messages,
+                            suggest_pulling_from_slave=suggest_slave)
+
+
+def _read_records(commit_log, units, taken: list[int], *, view: bool) -> list | None:
+    """The records of the taken units (copies, or zero-copy views); None if one is unreadable.
+
+    Consecutive units mostly live in the same segment, so the segment is looked up once per run.
+    """
+    phy_offsets = units["phy_offset"][taken].tolist()
+    sizes = units["size"][taken].tolist()
+    records = []
+    base = end = 0
+    buffer = None
+    for phy_offset, size in zip(phy_offsets, sizes):
+        if buffer is None or not base <= phy_offset or phy_offset + size > end:
+            mapped = commit_log.mapped_files.find_file(phy_offset)
+            if mapped is None or mapped.destroyed:
+                return None
+            base = mapped.file_from_offset
+            end = base + mapped.read_position
+            buffer = memoryview(mapped.buffer) if view else mapped.buffer
+            if phy_offset + size > end:
+                return None
+        position = phy_offset - base
+        records.append(buffer[position:position + size])
+    return records
+
+
+def _plan_scan(units, max_msg_nums, tag_filter, limits, max_total_msg_size, commit_log_max,
+               in_memory_bytes):
+    """The units a 4.9.7 scan takes, and how many it counts as scanned, computed with numpy.
+
+    Before each unit the scan asks "is the batch full?" (given the messages taken so far and this
+    unit's size and whether its data is on disk); the first "yes" ends the scan without counting
+    that unit. Units the tag filter rejects are counted but not taken.
+    """
+    sizes = units["size"].astype(np.int64)
+    count = len(sizes)
+    if tag_filter.hash_codes is None:
+        accepted = np.ones(count, dtype=bool)
+    else:
+        as_int32 = units["tags_code"].astype(np.int64).astype(np.int32)   # Java's (int) cast
+        accepted = np.isin(as_int32, np.fromiter(tag_filter.hash_codes, dtype=np.int32))
+    taken_before = np.cumsum(accepted) - accepted
+    bytes_before = np.cumsum(np.where(accepted, sizes, 0)) - np.where(accepted, sizes, 0)
+    in_disk = (commit_log_max - units["phy_offset"].astype(np.int64)) > in_memory_bytes
+    limit_bytes = np.where(in_disk, limits.max_transfer_bytes_in_disk,
+                           limits.max_transfer_bytes_in_memory)
+    limit_count = np.where(in_disk, limits.max_transfer_count_in_disk,
+                           limits.max_transfer_count_in_memory)
+    full = (max_msg_nums <= taken_before) | (bytes_before + sizes > limit_bytes) | \
+        (taken_before > limit_count - 1)
+    if max_total_msg_size is not None:
+        full |= bytes_before + sizes > max_total_msg_size
+    full &= taken_before > 0
+    stops = np.flatnonzero(full)
+    scanned = int(stops[0]) if stops.size else count
+    taken = np.flatnonzero(accepted[:scanned]).tolist()
+    return taken, scanned
+
+
+def _scan_sequentially(commit_log, units, queue_offset, max_msg_nums, tag_filter, limits,
+                       max_total_msg_size, min_offset, max_offset, decode, commit_log_max,
+                       in_memory_bytes) -> GetMessageResult:
+    """The 4.9.7 loop unit by unit: needed when some units point at deleted commit log data."""
+    status = GetMessageStatus.NO_MATCHED_MESSAGE
     next_phy_file_start = None
     buffer_total = 0
     records = []
@@ -114,6 +201,7 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
     sizes = units["size"].tolist()
     tags_codes = units["tags_code"].tolist()
     max_phy_pulling = 0
+    read = commit_log.view if decode == "view" else commit_log.read
     for index in range(len(phy_offsets)):
         phy_offset, size, tags_code = phy_offsets[index], sizes[index], tags_codes[index]
         max_phy_pulling = phy_offset
@@ -127,7 +215,7 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
         scanned = index + 1
         if not tag_filter.accepts(tags_code):
             continue
-        raw = commit_log.read(phy_offset, size)
+        raw = read(phy_offset, size)
         if raw is None:
             if buffer_total == 0:
                 status = GetMessageStatus.MESSAGE_WAS_REMOVING
@@ -137,7 +225,7 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
         buffer_total += size
         status = GetMessageStatus.FOUND
         next_phy_file_start = None
-    messages = [decode_message(raw) for raw in records] if decode else records
+    messages = [decode_message(raw) for raw in records] if decode is True else records
     suggest_slave = (commit_log_max - max_phy_pulling) > in_memory_bytes
     return GetMessageResult(status, queue_offset + scanned, min_offset, max_offset, messages,
                             suggest_pulling_from_slave=suggest_slave)
