@@ -19,6 +19,8 @@ from typing import Callable, Protocol, Sequence
 from store.codec import message as msgcodec
 from store.codec.message import DispatchRequest
 from store.commit_log import CommitLog, is_queued_transaction_type
+from store.codec.topic import validate_topic
+from store.errors import InvalidTopicError
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,18 @@ class Dispatcher(Protocol):
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None: ...
 
 
+def _legal_topic(request: DispatchRequest) -> bool:
+    """A topic read from the commit log becomes a directory name: a crafted record ("../x", "/abs")
+    must not create one outside consumequeue/. Such records stay in the log but get no unit."""
+    try:
+        validate_topic(request.topic, allow_v2=True)
+    except InvalidTopicError:
+        log.warning("record at %d has an illegal topic %r: not dispatched to a consume queue",
+                    request.commit_log_offset, request.topic[:64])
+        return False
+    return True
+
+
 class ConsumeQueueDispatcher:
     """CommitLogDispatcherBuildConsumeQueue: NOT/COMMIT records get a consume-queue unit."""
 
@@ -37,7 +51,8 @@ class ConsumeQueueDispatcher:
         self.on_written = on_written
 
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None:
-        queued = [r for r in requests if is_queued_transaction_type(r.sys_flag)]
+        queued = [r for r in requests if is_queued_transaction_type(r.sys_flag)
+                  and _legal_topic(r)]
         if not queued:
             return
         self.consume_queues.put_units(queued)
