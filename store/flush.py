@@ -176,7 +176,14 @@ class AsyncFlushService(_ServiceThread):
 
 
 class GroupCommitService(_ServiceThread):
-    """SYNC_FLUSH: every put waits until its bytes are flushed; one msync serves many puts."""
+    """SYNC_FLUSH: every put waits until its bytes are flushed; one flush serves many puts.
+
+    Leader/follower group commit: a waiting producer that finds no flush running becomes the leader
+    and flushes everything appended so far (the disk sync releases the GIL, so other producers keep
+    appending meanwhile); the others wait on a condition and are released together. The service
+    thread only flushes stragglers (puts with WAIT=false) every 10 ms, as RocketMQ's does when no
+    request is queued.
+    """
 
     name = "GroupCommitService"
 
@@ -187,47 +194,51 @@ class GroupCommitService(_ServiceThread):
         self.last_store_timestamp = last_store_timestamp
         self.on_flushed = on_flushed
         self._cond = threading.Condition()
-        self._waiting = 0
+        self._flushing = False
         self.flush_count = 0
+
+    def _flush_as_leader(self) -> None:
+        """Called with the condition held and no flush running; returns with it held."""
+        self._flushing = True
+        store_timestamp = self.last_store_timestamp()
+        self._cond.release()
+        try:
+            for _ in range(len(self.queue.files) + 1):   # a group may span a segment boundary
+                if not self.queue.flush(0):
+                    break
+        finally:
+            self._cond.acquire()
+            self._flushing = False
+            self.flush_count += 1
+            self._cond.notify_all()
+        self.on_flushed(store_timestamp)
 
     def wait_flushed(self, next_offset: int, timeout_ms: int) -> bool:
         """Block until the commit log is flushed up to `next_offset`; False on timeout."""
         deadline = time.monotonic() + timeout_ms / 1000.0
         with self._cond:
-            if self.queue.flushed_where >= next_offset:
-                return True
-            self._waiting += 1
-            self._wakeup.set()
-            try:
-                while self.queue.flushed_where < next_offset:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return False
-                    self._cond.wait(remaining)
-                return True
-            finally:
-                self._waiting -= 1
+            while self.queue.flushed_where < next_offset:
+                if not self._flushing:
+                    self._flush_as_leader()
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
 
     def run_once(self) -> None:
         self._wait(0.010)
-        if self.queue.flushed_where >= self.queue.max_offset():
-            return
-        store_timestamp = self.last_store_timestamp()
-        for _ in range(len(self.queue.files) + 1):  # a group may span a segment boundary
-            if not self.queue.flush(0):
-                break
-        self.flush_count += 1
-        self.on_flushed(store_timestamp)
         with self._cond:
-            self._cond.notify_all()
+            if not self._flushing and self.queue.flushed_where < self.queue.max_offset():
+                self._flush_as_leader()
 
     def shutdown(self) -> None:
         super().shutdown()
-        for _ in range(len(self.queue.files) + 1):
-            if not self.queue.flush(0):
-                break
         with self._cond:
-            self._cond.notify_all()
+            while self._flushing:
+                self._cond.wait(1.0)
+            self._flush_as_leader()
 
 
 class ConsumeQueueFlushService(_ServiceThread):
