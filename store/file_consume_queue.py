@@ -11,6 +11,7 @@ The per-store part (the directory scan and the queue table) is `store.consume_qu
 from __future__ import annotations
 
 import logging
+import os
 from typing import Sequence
 
 import numpy as np
@@ -26,6 +27,14 @@ log = logging.getLogger(__name__)
 
 RECOVER_FROM_LAST_FILES = 3
 SCAN_CHUNK_UNITS = 4096  # recovery reads a file in chunks so an all-zero tail is never read whole
+
+
+def fsync_directory(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class FileConsumeQueue(OnDemandMapping):
@@ -153,10 +162,18 @@ class FileConsumeQueue(OnDemandMapping):
         return written
 
     def _last_file_or_create(self, expected: int):
-        had_files = bool(self.mapped_files.files)
+        files_before = len(self.mapped_files.files)
         mapped = self.mapped_files.last_file_or_create(expected)
-        if not had_files:
+        if files_before == 0:
             self._first_created = mapped
+        if len(self.mapped_files.files) != files_before:
+            # Make the new name durable before units go into it: after a power cut a queue must not
+            # come back with its first file missing while a later one survived.
+            levels = 3 if files_before == 0 else 1  # the queue's and maybe new topic directories
+            directory = self.directory
+            for _ in range(levels):
+                fsync_directory(directory)
+                directory = os.path.dirname(directory)
         return mapped
 
     # -- reading ---------------------------------------------------------------------------------

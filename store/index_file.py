@@ -39,6 +39,7 @@ from store.codec.index_codec import (
 )
 from store.codec.javahash import index_key_hash
 from store.errors import CorruptDataError, ReadOnlyStoreError, StoreClosedError
+from store.mapped_file import create_sparse_file
 
 _pack_entry = ENTRY_STRUCT.pack_into
 _pack_header = HEADER_STRUCT.pack_into
@@ -83,11 +84,11 @@ class IndexFile:
         if create:
             if read_only:
                 raise ReadOnlyStoreError(f"cannot create index file {self.path} read-only")
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                os.ftruncate(fd, self.file_size_bytes)
-            finally:
-                os.close(fd)
+            if os.path.exists(self.path):
+                raise FileExistsError(f"index file {self.path} already exists")
+            # Created at full size under a temporary name, then renamed (and the directory synced):
+            # a crash never leaves a short index file behind.
+            create_sparse_file(self.path, self.file_size_bytes)
         actual_size = os.path.getsize(self.path)
         if actual_size != self.file_size_bytes:
             raise CorruptDataError(

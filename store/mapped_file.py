@@ -50,6 +50,17 @@ def create_sparse_file(path: str, size_bytes: int) -> None:
     finally:
         os.close(fd)
     os.replace(tmp_path, path)
+    fsync_directory(os.path.dirname(path))
+
+
+def fsync_directory(directory: str) -> None:
+    """Make a file's creation, rename or deletion in `directory` durable (a power cut otherwise may
+    lose the directory entry of a segment whose data was flushed)."""
+    fd = os.open(directory or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class MappedFile:
@@ -89,7 +100,8 @@ class MappedFile:
         fd = os.open(self.path, flags)
         try:
             access = mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
-            # The fd is not kept: a store with thousands of queues must not run out of descriptors.
+            # Python's mmap keeps its own duplicate of the descriptor until close(); the consume
+            # queues bound how many files they keep mapped (LRU) for that reason.
             return mmap.mmap(fd, self.file_size_bytes, access=access)
         finally:
             os.close(fd)

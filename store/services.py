@@ -228,6 +228,7 @@ class StoreServices:
             last.set_positions(end - last.file_from_offset)
         commit_log.mapped_files.set_positions(end)
         store.consume_queues.refresh()
+        store.consume_queues.correct_min_offset(commit_log.min_offset())
         if store.index_service is not None:
             store.index_service.refresh()
         rebuild_queue_offset_table(commit_log, store.consume_queues)

@@ -10,7 +10,8 @@ import pytest
 
 from store.pipeline.frames import commitlog_table, consume_queue_table, index_table
 from store.pipeline.jobs_export import export
-from store.pipeline.jobs_stats import load_consumer_offsets, parse_fastjson, stats
+from store.codec import fastjson
+from store.pipeline.jobs_stats import load_consumer_offsets, stats
 from store.pipeline.jobs_verify import verify
 from store.pipeline.testing import (  # noqa: F401 (spark is a fixture)
     SPARK_WARNING_FILTERS, copy_store, dump_messages, fixture_dirs, fixture_id, read_dump, spark,
@@ -109,7 +110,16 @@ def test_consumer_offsets_parse_both_versions():
         for r in offsets.itertuples():
             got[f"{r.topic}@{r.group}"][str(r.queue_id)] = r.consumer_offset
         assert got == expected, fixture
-    assert parse_fastjson('{"t@g":{0:5,12:7\n}}') == {"t@g": {"0": 5, "12": 7}}
+    assert fastjson.loads('{"t@g":{0:5,12:7\n}}') == {"t@g": {0: 5, 12: 7}}
+
+
+def test_consumer_offsets_fall_back_to_bak(tmp_path):
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "consumerOffset.json").write_text('{"offsetTable":{"T@G":{0:', encoding="utf-8")  # torn write
+    (config / "consumerOffset.json.bak").write_text('{"offsetTable":{"T@G":{0:5,1:12\n}}}', encoding="utf-8")
+    offsets = load_consumer_offsets(tmp_path)
+    assert sorted(offsets.itertuples(index=False, name=None)) == [("G", "T", 0, 5), ("G", "T", 1, 12)]
 
 
 def test_export_parquet_by_topic_and_date(spark, tmp_path):

@@ -272,6 +272,19 @@ def cmd_clean(args) -> int:
     return 0
 
 
+def cmd_convert_cq(args) -> int:
+    from store.convert_cq import convert_consume_queues
+    config = resolve_config(args)
+    report = asdict(convert_consume_queues(config, args.to))
+    if args.json:
+        print_json(report)
+    else:
+        print_kv(report)
+        print(f"\nThe old consume queues are kept in {report['backup_dir']}.")
+        print(f"Set {report['store_type_line']} in the store's config before opening it again.")
+    return 0
+
+
 def add_admin_commands(subparsers, common) -> None:
     p = subparsers.add_parser("dump", parents=[common], help="raw records / CQ units / index entries")
     p.add_argument("kind", choices=("records", "consume-queue", "index"))
@@ -293,6 +306,11 @@ def add_admin_commands(subparsers, common) -> None:
     p.add_argument("--rebuild-index", action="store_true",
                    help="rebuild index/ from the whole commit log (RocketMQ does not)")
     p.set_defaults(handler=cmd_recover, read_only_default=False)
+
+    p = subparsers.add_parser("convert-cq", parents=[common],
+                              help="convert consume queues between files and RocksDB (offline)")
+    p.add_argument("--to", required=True, choices=("rocksdb", "file"))
+    p.set_defaults(handler=cmd_convert_cq, read_only_default=False, writes=True)
 
     p = subparsers.add_parser("clean", parents=[common], help="run expiry cleanup once (writable)")
     p.add_argument("--force", action="store_true", help="delete old segments regardless of age")

@@ -141,3 +141,23 @@ def take_or_null(values: pa.Array, index: np.ndarray, dtype: pa.DataType) -> pa.
     if len(values) == 0:
         return pa.nulls(index.shape[0], type=dtype)
     return values.take(arrow_index)
+
+
+def java_hashes(values: pa.Array) -> np.ndarray:
+    """Java `String.hashCode` (int32) of every value of a string array; 0 for null or empty.
+
+    The hashing itself is `store.codec.javahash.java_string_hashes` (vectorised over ASCII, exact
+    UTF-16 rule otherwise). Only the distinct values are turned into Python strings and hashed: tags
+    repeat a lot, so a batch of a million records usually costs a handful of hashes plus one `take`.
+    """
+    import pyarrow.compute as pc
+
+    from store.codec.javahash import java_string_hashes
+
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if len(values) == 0:
+        return np.zeros(0, dtype=np.int32)
+    encoded = pc.dictionary_encode(values.cast(pa.string()).fill_null(""))
+    distinct = java_string_hashes(encoded.dictionary.to_pylist()).astype(np.int32)
+    return distinct[encoded.indices.to_numpy(zero_copy_only=False)]

@@ -24,9 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from store.pipeline.arrowkit import binary_array, gather_int, ragged_slices, string_array
+from store.pipeline.arrowkit import binary_array, gather_int, java_hashes, ragged_slices, string_array
 from store.pipeline.hosts import host_text, offset_message_ids
-from store.pipeline.javahash_vec import java_hashes
 from store.pipeline.properties_vec import parse_properties
 
 MESSAGE_MAGIC_V1 = -626843481

@@ -6,23 +6,17 @@ Every result is a small pandas DataFrame (aggregates only ever leave Spark): `qu
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from pathlib import Path
 
 import pandas as pd
 
+from store.codec import fastjson
+from store.errors import CorruptDataError
 from store.pipeline.jobs_export import commitlog_frame
 
 STATS_COLUMNS = ["topic", "queue_id", "queue_offset", "store_size", "store_timestamp", "sys_flag", "keys",
                  "uniq_key", "tags", "properties"]
-_BARE_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
-
-
-def parse_fastjson(text: str) -> object:
-    """RocketMQ's config JSON, whose int-keyed maps have bare keys (`{0:5,1:12}`)."""
-    return json.loads(_BARE_INT_KEY.sub(r'\1"\2"\3', text))
 
 
 def load_consumer_offsets(store_dir: str | os.PathLike) -> pd.DataFrame:
@@ -32,7 +26,12 @@ def load_consumer_offsets(store_dir: str | os.PathLike) -> pd.DataFrame:
     for name in ("consumerOffset.json", "consumerOffset.json.bak"):
         path = config / name
         if path.is_file() and path.stat().st_size:
-            table = parse_fastjson(path.read_text(encoding="utf-8")).get("offsetTable", {})
+            # fastjson writes the queue-id keys bare (`{0:5,1:12}`): the codec's reader parses them.
+            # A torn file (crash while writing) falls back to the .bak, as the broker does.
+            try:
+                table = fastjson.loads(path.read_text(encoding="utf-8")).get("offsetTable", {})
+            except CorruptDataError:
+                continue
             for topic_at_group, queues in table.items():
                 topic, _, group = topic_at_group.rpartition("@")
                 rows += [(group, topic, int(q), int(o)) for q, o in queues.items()]

@@ -141,10 +141,10 @@ def _queue_findings(spark, store_dir, log, log_min, log_end, F):
 
 
 def _key_hash_batches(batches):
-    from store.pipeline.javahash_vec import index_key_hashes
+    from store.codec.javahash import index_key_hashes
 
-    for batch in batches:
-        hashes = index_key_hashes(batch.column("key_string"))
+    for batch in batches:  # key strings are mostly distinct: hashing them as Python strings is the cost
+        hashes = index_key_hashes(batch.column("key_string").to_pylist())
         yield pa.RecordBatch.from_arrays([batch.column("phy_offset"), pa.array(hashes, pa.int32())],
                                          names=["phy_offset", "key_hash"])
 
