@@ -31,15 +31,23 @@ class Dispatcher(Protocol):
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None: ...
 
 
+_LEGAL_TOPICS: set[str] = set()     # memo: validation runs for every dispatched record
+_LEGAL_TOPICS_MAX = 100_000
+
+
 def _legal_topic(request: DispatchRequest) -> bool:
     """A topic read from the commit log becomes a directory name: a crafted record ("../x", "/abs")
     must not create one outside consumequeue/. Such records stay in the log but get no unit."""
+    if request.topic in _LEGAL_TOPICS:
+        return True
     try:
         validate_topic(request.topic, allow_v2=True)
     except InvalidTopicError:
         log.warning("record at %d has an illegal topic %r: not dispatched to a consume queue",
                     request.commit_log_offset, request.topic[:64])
         return False
+    if len(_LEGAL_TOPICS) < _LEGAL_TOPICS_MAX:
+        _LEGAL_TOPICS.add(request.topic)
     return True
 
 

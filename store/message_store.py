@@ -146,9 +146,16 @@ class MessageStore(LookupsMixin):
 
     def put_message(self, message: Message) -> PutMessageResult:
         """Append one message; returns where it landed, or RocketMQ's status for a refusal."""
-        return self.put_messages([message], _single=True)
+        refused = self._refuse_writes()
+        if refused is not None:
+            return refused
+        try:
+            record, draft = encode_for_put(message, self._put_settings, self.clock_ms())
+        except PutRefused as refusal:
+            return PutMessageResult(refusal.status, error=refusal.reason)
+        return self._append([record], [draft], (message,))
 
-    def put_messages(self, messages: list[Message], _single: bool = False) -> PutMessageResult:
+    def put_messages(self, messages: list[Message]) -> PutMessageResult:
         """Append a batch: one topic and queue, all records in one segment, all or nothing."""
         refused = self._refuse_writes()
         if refused is not None:
@@ -164,22 +171,23 @@ class MessageStore(LookupsMixin):
             encoded = [encode_for_put(m, self._put_settings, now_ms) for m in messages]
         except PutRefused as refusal:
             return PutMessageResult(refusal.status, error=refusal.reason)
-        if not _single:
-            total = sum(len(record) for record, _ in encoded)
-            if total > self.config.max_message_size and len(messages) > 1:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        error=f"batch of {total} bytes exceeds maxMessageSize")
+        total = sum(len(record) for record, _ in encoded)
+        if total > self.config.max_message_size and len(messages) > 1:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    error=f"batch of {total} bytes exceeds maxMessageSize")
         drafts = [d for _, d in encoded]
-        draft = drafts[0]
         if len(encoded) > 1 and any(d.delivery_delay_ms >= 0 or d.sys_flag & 0x0C
                                     for _, d in encoded):
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     error="batches cannot be delayed or transactional")
-        records = [record for record, _ in encoded]
+        return self._append([record for record, _ in encoded], drafts, messages)
+
+    def _append(self, records, drafts, messages) -> PutMessageResult:
         try:
             appended = self.commit_log.append(records, drafts)
         except RecordTooLargeForSegment as error:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(error))
+        draft = drafts[0]
         if (draft.topic, draft.queue_id) not in self._noted_queues:
             self._note_topic(draft.topic, draft.queue_id)
         status = self.services.after_append(appended, messages)

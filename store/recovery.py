@@ -45,7 +45,11 @@ class RecoveryReport:
     # Queues whose records appear in the verified part of the log but whose consume queue is
     # missing or shorter: recovery re-dispatches the whole log to rebuild them.
     rebuilt_queues: list[tuple[str, int]] = field(default_factory=list)
-    scanned_queue_max: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # (topic, queue_id) -> highest queue offset among the verified records. Not a field:
+        # the report is serialized (CLI --json, dashboard), this is recovery's working state.
+        self.scanned_queue_max: dict[tuple[str, int], int] = {}
     redispatched_records: int = 0
     redispatched_bytes: int = 0
     steps: list[RecoveryStep] = field(default_factory=list)

@@ -1,0 +1,396 @@
+"""Corruption: damaged copies of real stores must never crash the engine, and must be reported.
+
+Thousands of seeded cases. Each case picks a base store (every RocketMQ fixture, plus two stores this
+engine wrote with tiny segments, one of them on both consume-queue backends), a file kind (commit log,
+consume queue, index, checkpoint, config JSON) and a damage (bit flips, truncation, a zeroed range, a
+missing segment in the middle of the commit log, a wrong file size, a garbage file name), applies it to a
+fresh copy, and asserts:
+
+(a) Read-only open. Only `StoreError` subclasses may escape. If the engine refuses to open,
+    `check_config(config)` must report a finding naming the damaged file. Otherwise `check()` must
+    report a new finding (one the undamaged copy does not have) naming the damaged file or component,
+    unless every changed byte lies where RocketMQ's format cannot notice a change (the rule below).
+    The read-only session changes no byte of the copy, so the same copy serves (b).
+(b) Writable open (recovery). Only `StoreError` subclasses may escape. If it opens: every record that
+    a writable open of the undamaged copy keeps and that ends before the first damaged byte of the
+    commit log is still readable with its exact bytes (for damage outside the commit log: every such
+    record), and the store accepts a put.
+
+Undetectable regions (damage there may go without a finding), because no checksum or cross-reference
+covers them in RocketMQ's format:
+
+* commit log: FLAG, SYSFLAG bits other than the host-length and transaction bits, BORNTIMESTAMP,
+  BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PREPARED TRANSACTION OFFSET and the properties
+  text (BODYCRC covers the body only); a BLANK filler's bytes after its 8-byte header; bytes of a
+  segment that the log's end walk never reaches (after an invalid record the rest is one finding).
+* index: unused slots and entries are zero in a good file and any value there is reported, but an
+  entry's timeDiff and the header's timestamps are only range-checked.
+* checkpoint: a timestamp that stays within [0, last store time + 3 s] (RocketMQ's own slack), and
+  the 5.x masterFlushedOffset.
+* config JSON: a change that still parses (a digit of a number, a letter of a string).
+
+Seeds: `RMQ_CORRUPTION_SEED` (base, default 0), `RMQ_CORRUPTION_CASES` (cases in the quick run,
+default 2000) and `RMQ_CORRUPTION_CASES_SLOW` (the slow run, default 20000). A failing case prints its
+seed; `pytest tests/test_corruption.py -k replay --seed-case N` is not needed: run
+`python -m tests.test_corruption N` to replay one case with its findings.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+from dataclasses import dataclass, field
+
+import pytest
+
+from store import Message, MessageStore
+from store.check import check_config
+from store.codec import fastjson
+from store.codec import message as msgcodec
+from store.codec.checkpoint_codec import CHECKPOINT_FILE_SIZE_BYTES, decode_checkpoint, used_bytes
+from store.errors import StoreError
+from tests.engine_util import FakeClock, small_config
+from tests.fixtures_util import copy_store, fixture_dirs, fixture_id, store_config
+
+BASE_SEED = int(os.environ.get("RMQ_CORRUPTION_SEED", "0"))
+CASES_QUICK = int(os.environ.get("RMQ_CORRUPTION_CASES", "2000"))
+CASES_SLOW = int(os.environ.get("RMQ_CORRUPTION_CASES_SLOW", "20000"))
+CHUNK = 100
+FILE_KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config")
+SERIOUS = ("error", "warning")
+
+# Byte ranges of a v1/v2 record header that nothing checks (relative to the record start, IPv4 hosts):
+# FLAG 16..20, BORNTIMESTAMP 40..48, BORNHOST 48..56, STORETIMESTAMP 56..64, STOREHOST 64..72,
+# RECONSUMETIMES 72..76, PREPARED TRANSACTION OFFSET 76..84.
+_UNCHECKED_HEADER = ((16, 20), (40, 84))
+_CHECKED_SYSFLAG_BITS = 0x10 | 0x20 | 0x0C   # host lengths and transaction type
+
+
+# -- base stores -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Base:
+    """An undamaged store and what a writable open of it keeps."""
+
+    name: str
+    root: str                       # pristine copy; cases copy it again
+    make_config: object             # root -> StoreConfig
+    style: str = ""
+    kept: list[tuple[int, bytes]] = field(default_factory=list)  # (phy_offset, raw record)
+    findings: set = field(default_factory=set)
+    last_store_timestamp: int = 0
+    segment_size_bytes: int = 0
+
+
+def _write_engine_store(root: str, store_type: str) -> None:
+    config = small_config(root, store_type, mapped_file_size_commit_log=16384,
+                          mapped_file_size_consume_queue=400, max_hash_slot_num=16,
+                          max_index_num=40)
+    rng = random.Random(7)
+    with MessageStore.open(config, clock_ms=FakeClock(step_ms=3)) as store:
+        for i in range(150):
+            body = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
+            message = Message(f"Topic{i % 3}", body, queue_id=i % 2, tags=f"tag{i % 4}",
+                              keys=[f"k{i}"], properties={"n": str(i)})
+            assert store.put_message(message).ok
+        assert store.put_messages([Message("Batch", b"b%d" % i, keys=[f"bk{i}"])
+                                   for i in range(4)]).ok
+
+
+def _engine_config(store_type: str):
+    def make(root):
+        return small_config(root, store_type, mapped_file_size_commit_log=16384,
+                            mapped_file_size_consume_queue=400, max_hash_slot_num=16,
+                            max_index_num=40)
+    return make
+
+
+def _fixture_config(fixture: str):
+    return lambda root: store_config(fixture, root)
+
+
+def _survey(base: Base) -> None:
+    """Fill in the baseline: findings of the undamaged copy, records a writable open keeps."""
+    config = base.make_config(base.root)
+    for finding in check_config(config):
+        base.findings.add(_finding_key(finding, base.root))
+    scratch = base.root + ".survey"
+    shutil.copytree(base.root, scratch)
+    try:
+        with MessageStore.open(base.make_config(scratch), start_services=False) as store:
+            base.style = store.style
+            base.segment_size_bytes = store.config.mapped_file_size_commit_log
+            end = store.commit_log.max_offset()
+            for phy_offset, result in store.commit_log.scan(store.commit_log.min_offset(),
+                                                            check_crc=True, limit_offset=end):
+                if result.kind == msgcodec.CHECK_RECORD:
+                    base.kept.append((phy_offset, bytes(store.commit_log.read_record(phy_offset))))
+                    base.last_store_timestamp = max(base.last_store_timestamp,
+                                                    result.request.store_timestamp)
+    finally:
+        shutil.rmtree(scratch)
+    assert base.kept, base.name
+
+
+def _finding_key(finding, root: str) -> tuple:
+    path = os.path.relpath(finding.path, root) if finding.path else None
+    message = finding.message.replace(root, "<root>")
+    return finding.severity, finding.component, path, finding.position, message
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory) -> list[Base]:
+    top = tmp_path_factory.mktemp("corruption-bases")
+    result = []
+    for fixture in fixture_dirs():
+        name = fixture_id(fixture)
+        root = copy_store(fixture, str(top / name.replace("/", "_")))
+        result.append(Base(name, root, _fixture_config(fixture)))
+    for store_type in ("default", "defaultRocksDB"):
+        root = str(top / f"engine-{store_type}" / "store")
+        _write_engine_store(root, store_type)
+        result.append(Base(f"engine-{store_type}", root, _engine_config(store_type)))
+    for base in result:
+        _survey(base)
+    return result
+
+
+# -- damage ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Damage:
+    kind: str                       # file kind damaged
+    how: str                        # damage kind
+    path: str                       # damaged (or created/removed) file, relative to the store root
+    first_damaged_phy: int | None = None   # commit log: first phy_offset whose byte changed
+    detectable: bool = True
+    note: str = ""
+
+
+def _files_of(root: str, kind: str) -> list[str]:
+    if kind == "commitlog":
+        top = os.path.join(root, "commitlog")
+        return [os.path.join("commitlog", n) for n in sorted(os.listdir(top))]
+    if kind == "consumequeue":
+        found = []
+        top = os.path.join(root, "consumequeue")
+        for dirpath, _dirs, names in os.walk(top):
+            found += [os.path.relpath(os.path.join(dirpath, n), root) for n in sorted(names)]
+        return sorted(found)
+    if kind == "index":
+        top = os.path.join(root, "index")
+        return [os.path.join("index", n) for n in sorted(os.listdir(top))] if os.path.isdir(top) \
+            else []
+    if kind == "checkpoint":
+        return ["checkpoint"] if os.path.exists(os.path.join(root, "checkpoint")) else []
+    top = os.path.join(root, "config")
+    if not os.path.isdir(top):
+        return []
+    return [os.path.join("config", n) for n in sorted(os.listdir(top)) if n.endswith(".json")]
+
+
+def _pick_kind(rng: random.Random, base: Base, root: str) -> str:
+    kinds = [k for k in FILE_KINDS if _files_of(root, k)]
+    if base.name.endswith("defaultRocksDB") and "consumequeue" in kinds:
+        kinds.remove("consumequeue")        # RocksDB's own files: its checksums, not our format
+    return rng.choice(kinds)
+
+
+def _damage_bytes(rng: random.Random, data: bytearray, how: str) -> bytearray:
+    damaged = bytearray(data)
+    if how == "bitflip":
+        # Mostly where the data is (not the zero tail of a preallocated segment).
+        used = len(data.rstrip(b"\0")) or len(data)
+        for _ in range(rng.choice((1, 1, 1, 2, 3, 8))):
+            position = rng.randrange(used) if rng.random() < 0.9 else rng.randrange(len(data))
+            damaged[position] ^= 1 << rng.randrange(8)
+    elif how == "zero":
+        used = len(data.rstrip(b"\0")) or len(data)
+        start = rng.randrange(used)
+        length = rng.choice((1, 4, 8, 20, 64, 512, 4096))
+        damaged[start:start + length] = bytes(len(damaged[start:start + length]))
+    elif how == "truncate":
+        used = len(data.rstrip(b"\0")) or len(data)
+        del damaged[rng.randrange(used + 1):]
+    elif how == "grow":
+        damaged += bytes(rng.choice((1, 20, 4096)))
+    return damaged
+
+
+def apply_damage(rng: random.Random, base: Base, root: str) -> Damage:
+    kind = _pick_kind(rng, base, root)
+    files = _files_of(root, kind)
+    hows = ["bitflip"] * 5 + ["zero"] * 2 + ["truncate", "grow", "garbage_name"]
+    if kind == "commitlog" and len(files) >= 3:
+        hows.append("missing_middle")
+    how = rng.choice(hows)
+    relative = rng.choice(files)
+    path = os.path.join(root, relative)
+    if how == "garbage_name":
+        return _garbage_name(rng, root, kind, relative)
+    if how == "missing_middle":
+        relative = rng.choice(files[1:-1])
+        os.remove(os.path.join(root, relative))
+        return Damage(kind, how, relative, first_damaged_phy=int(os.path.basename(relative)))
+    with open(path, "rb") as handle:
+        original = bytearray(handle.read())
+    damaged = _damage_bytes(rng, original, how)
+    with open(path, "wb") as handle:
+        handle.write(damaged)
+    damage = Damage(kind, how, relative)
+    changed = _changed_positions(original, damaged)
+    if kind == "commitlog":
+        file_from = int(os.path.basename(relative))
+        damage.first_damaged_phy = file_from + changed[0] if changed else None
+    if how in ("truncate", "grow"):
+        damage.detectable = len(damaged) != len(original) or bool(changed)
+        if kind == "config":
+            damage.detectable = _json_problem(bytes(damaged)) and _json_problem(_backup(path))
+        elif kind == "checkpoint" and how == "truncate" and not changed:
+            damage.detectable = len(damaged) != len(original)
+    else:
+        damage.detectable = bool(changed) and _detectable(base, kind, relative, original,
+                                                         damaged, changed)
+    return damage
+
+
+def _backup(path: str) -> bytes | None:
+    try:
+        with open(path + ".bak", "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _changed_positions(original: bytes, damaged: bytes) -> list[int]:
+    common = min(len(original), len(damaged))
+    changed = [i for i in range(common) if original[i] != damaged[i]] if original[:common] != \
+        damaged[:common] else []
+    if len(damaged) < len(original):
+        changed.append(len(damaged))
+    return changed
+
+
+def _garbage_name(rng: random.Random, root: str, kind: str, relative: str) -> Damage:
+    directory = os.path.dirname(os.path.join(root, relative))
+    name = rng.choice(("garbage", "0000000000000000000x", "123", "-1", ".hidden", "9" * 25,
+                       "00000000000000000000.tmp~"))
+    if kind in ("checkpoint",):
+        directory = root
+    target = os.path.join(directory, name)
+    if rng.random() < 0.5 and kind != "checkpoint":
+        os.rename(os.path.join(root, relative), target)    # a real file under a garbage name
+        how = "garbage_rename"
+    else:
+        with open(target, "wb") as handle:
+            handle.write(bytes(rng.randrange(256) for _ in range(rng.randrange(0, 64))))
+        how = "garbage_name"
+    damage = Damage(kind, how, os.path.relpath(target, root))
+    if how == "garbage_rename" and kind == "commitlog":
+        damage.first_damaged_phy = int(os.path.basename(relative))
+    if kind == "checkpoint" or kind == "config" and how == "garbage_name":
+        # The root and config/ hold files of other tools (abort.bak, *.json.bak, compaction/):
+        # an unknown name there is not damage anyone can tell apart.
+        damage.detectable = False
+    if how == "garbage_rename" and kind == "config":
+        damage.detectable = False   # a missing config JSON means an empty table (a fresh broker)
+    return damage
+
+
+def _json_problem(raw: bytes | None) -> bool:
+    if raw is None or not raw.strip():
+        return True
+    try:
+        fastjson.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, StoreError):
+        return True
+    return False
+
+
+def _detectable(base: Base, kind: str, relative: str, original: bytes, damaged: bytes,
+                changed: list[int]) -> bool:
+    if kind == "commitlog":
+        return _commit_log_detectable(original, damaged, changed)
+    if kind == "checkpoint":
+        return _checkpoint_detectable(base, original, damaged, changed)
+    if kind == "config":
+        return _json_problem(damaged) and _json_problem(_backup(os.path.join(base.root, relative)))
+    return True
+
+
+def _commit_log_detectable(original: bytes, damaged: bytes, changed: list[int]) -> bool:
+    """True if a changed byte lies in a field the check can verify (see the module docstring)."""
+    regions = []       # (start, end, unchecked ranges)
+    position = 0
+    while position < len(original):
+        result = msgcodec.check_message(original, position, check_crc=False, limit=len(original))
+        if result.kind == msgcodec.CHECK_RECORD:
+            unchecked = [(position + a, position + b) for a, b in _UNCHECKED_HEADER]
+            properties_length = _properties_length(original, position)
+            unchecked.append((position + result.size - properties_length, position + result.size))
+            regions.append((position, position + result.size, unchecked))
+            position += result.size
+        elif result.kind == msgcodec.CHECK_BLANK:
+            regions.append((position, len(original), [(position + 8, len(original))]))
+            break
+        else:
+            break
+    for byte in changed:
+        for start, end, unchecked in regions:
+            if start <= byte < end:
+                if start + 36 <= byte < start + 40:
+                    before = int.from_bytes(original[start + 36:start + 40], "big")
+                    after = int.from_bytes(damaged[start + 36:start + 40], "big")
+                    if (before ^ after) & _CHECKED_SYSFLAG_BITS:
+                        return True
+                elif not any(a <= byte < b for a, b in unchecked):
+                    return True
+                break
+        else:
+            return True         # after the last record: the end walk reports non-zero bytes
+    return False
+
+
+def _properties_length(buf: bytes, position: int) -> int:
+    """The PROPERTIES LENGTH of the record at `position` (layout in store.codec.message)."""
+    sys_flag = int.from_bytes(buf[position + 36:position + 40], "big", signed=True)
+    hosts = (20 if sys_flag & 0x10 else 8) + (20 if sys_flag & 0x20 else 8)
+    body_at = position + 68 + hosts
+    body_length = int.from_bytes(buf[body_at:body_at + 4], "big", signed=True)
+    magic = int.from_bytes(buf[position + 4:position + 8], "big", signed=True)
+    topic_width = 2 if magic == msgcodec.MESSAGE_MAGIC_V2 else 1
+    topic_at = body_at + 4 + body_length
+    topic_length = int.from_bytes(buf[topic_at:topic_at + topic_width], "big", signed=True)
+    properties_at = topic_at + topic_width + topic_length
+    return int.from_bytes(buf[properties_at:properties_at + 2], "big", signed=True)
+
+
+def _checkpoint_detectable(base: Base, original: bytes, damaged: bytes, changed: list[int]) -> bool:
+    used = used_bytes(base.style)
+    if any(p >= used for p in changed):
+        return True
+    padded = bytes(damaged[:CHECKPOINT_FILE_SIZE_BYTES]).ljust(CHECKPOINT_FILE_SIZE_BYTES, b"\0")
+    cp = decode_checkpoint(padded)
+    limit = base.last_store_timestamp + 3000
+    for value in (cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp):
+        if value < 0 or value > limit:
+            return True
+    return False
+
+
+# -- the two opens -----------------------------------------------------------------------------------
+
+
+def _names(finding, root: str, damage: Damage) -> bool:
+    path = os.path.join(root, damage.path)
+    if finding.path and (os.path.samefile(finding.path, path) if os.path.exists(finding.path)
+                         and os.path.exists(path) else os.path.normpath(finding.path) == path):
+        return True
+    if damage.path in finding.message or path in finding.message:
+        return True
+    return damage.how not in ("garbage_name", "garbage_rename") and \
+        finding.component == damage.kind
