@@ -394,3 +394,103 @@ def _names(finding, root: str, damage: Damage) -> bool:
         return True
     return damage.how not in ("garbage_name", "garbage_rename") and \
         finding.component == damage.kind
+
+
+def run_case(bases: list[Base], seed: int, workdir: str) -> tuple[Damage, list[str]]:
+    """Apply case `seed` to a fresh copy and return (damage, broken rules)."""
+    rng = random.Random(seed)
+    base = bases[rng.randrange(len(bases))]
+    root = os.path.join(workdir, "store")
+    shutil.rmtree(workdir, ignore_errors=True)
+    shutil.copytree(base.root, root)
+    damage = apply_damage(rng, base, root)
+    config = base.make_config(root)
+    problems = [f"{base.name}: {p}" for p in _read_only_rules(config, root, base, damage)]
+    problems += [f"{base.name}: {p}" for p in _writable_rules(config, base, damage)]
+    return damage, problems
+
+
+def _read_only_rules(config, root: str, base: Base, damage: Damage) -> list[str]:
+    try:
+        store = MessageStore.open(config, read_only=True)
+    except StoreError as refusal:
+        try:
+            findings = check_config(config)
+        except Exception as exc:  # noqa: BLE001 - the rule under test: nothing else escapes
+            return [f"check_config raised {type(exc).__name__}: {exc}"]
+        if not any(_names(f, root, damage) and f.severity in SERIOUS for f in findings):
+            return [f"read-only open refused ({refusal}) but check_config names no damage: "
+                    f"{[str(f) for f in findings]}"]
+        return []
+    except Exception as exc:  # noqa: BLE001
+        return [f"read-only open raised {type(exc).__name__}: {exc}"]
+    try:
+        findings = store.check()
+    except Exception as exc:  # noqa: BLE001
+        return [f"check() raised {type(exc).__name__}: {exc}"]
+    finally:
+        store.close()
+    new = [f for f in findings if _finding_key(f, root) not in base.findings]
+    if damage.detectable and not any(_names(f, root, damage) for f in new):
+        return [f"check() does not report the damage; new findings: {[str(f) for f in new]}"]
+    return []
+
+
+def _writable_rules(config, base: Base, damage: Damage) -> list[str]:
+    try:
+        store = MessageStore.open(config, start_services=False)
+    except StoreError:
+        return []
+    except Exception as exc:  # noqa: BLE001
+        return [f"writable open raised {type(exc).__name__}: {exc}"]
+    problems = []
+    try:
+        first_bad = damage.first_damaged_phy
+        for phy_offset, raw in base.kept:
+            if first_bad is not None and phy_offset + len(raw) > first_bad:
+                break
+            try:
+                record = store.look_message_by_offset(phy_offset)
+                again = store.commit_log.read_record(phy_offset)
+            except StoreError as exc:
+                problems.append(f"record at {phy_offset} (before the damage at {first_bad}) is "
+                                f"unreadable after recovery: {exc}")
+                break
+            if bytes(again) != raw or record.commit_log_offset != phy_offset:
+                problems.append(f"record at {phy_offset} changed after recovery")
+                break
+        result = store.put_message(Message("AfterDamage", b"still writable"))
+        if not result.ok:
+            problems.append(f"put after recovery refused: {result.status} {result.error}")
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"writable session raised {type(exc).__name__}: {exc}")
+    finally:
+        try:
+            store.close()
+        except StoreError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"close raised {type(exc).__name__}: {exc}")
+    return problems
+
+
+# -- tests -------------------------------------------------------------------------------------------
+
+
+def _run_chunk(bases, first_seed: int, count: int, workdir) -> None:
+    failures = []
+    for seed in range(first_seed, first_seed + count):
+        damage, problems = run_case(bases, seed, str(workdir))
+        failures += [f"seed {seed} {damage.kind}/{damage.how} {damage.path}: {p}" for p in problems]
+    assert not failures, "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("chunk", range(CASES_QUICK // CHUNK))
+def test_damaged_copies(bases, chunk, tmp_path):
+    _run_chunk(bases, BASE_SEED + chunk * CHUNK, CHUNK, tmp_path / "case")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(CASES_SLOW // CHUNK))
+def test_damaged_copies_slow(bases, chunk, tmp_path):
+    _run_chunk(bases, BASE_SEED + 1_000_000 + chunk * CHUNK, CHUNK, tmp_path / "case")
