@@ -160,6 +160,22 @@ def _check_entries(path, entries, header, entries_position, state: _State) -> No
                              f"entry {entry} points at {phy_offset}, which is not the start of a record")
             continue
         _check_entry_key(path, where, entry, key_hash, result.request, state)
+        _check_entry_time(path, where, entry, time_diff_s, header, result.request, state)
+
+
+def _check_entry_time(path, where, entry, time_diff_s, header, request, state: _State) -> None:
+    """timeDiff is whole seconds from the header's beginTimestamp (the first entry's store time)
+    to the record's store time, clamped to 0..2^31-1. Entry 1 is skipped: it was computed against
+    the previous file's end time, which the header no longer holds."""
+    if entry == 1 or time_diff_s < 0:
+        return
+    expected = min(max(0, (request.store_timestamp - header.begin_timestamp) // 1000), 2**31 - 1)
+    if time_diff_s != expected:
+        state.sink.add_limited(f"{os.path.basename(path)} entries with a wrong timeDiff", "error",
+                               "index", path, where + 12,
+                               f"entry {entry} has timeDiff {time_diff_s} s, but its record was "
+                               f"stored {expected} s after the file's beginTimestamp: time-bounded "
+                               f"queries skip or misplace it")
 
 
 def _check_entry_key(path, where, entry, key_hash, request, state: _State) -> None:

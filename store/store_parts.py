@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from store.checkpoint import CheckpointFile
 from store.commit_log import CommitLog
 from store.config import StoreConfig
-from store.config_files import ConsumerOffsetManager, TopicConfigManager
+from store.config_files import ConsumerOffsetManager
+from store.topic_config import TopicConfigManager
 from store.consume_queue import ConsumeQueueSettings, open_consume_queue_store
 from store.errors import ConfigError
 from store.index_service import IndexService
