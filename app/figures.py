@@ -129,14 +129,20 @@ def chain_length_histogram(lengths: np.ndarray) -> go.Figure:
 
 
 def rocksdb_files_figure(files: pd.DataFrame) -> go.Figure:
-    """SST files of a RocksDB consume queue: size per level."""
+    """SST files of a RocksDB consume queue: bytes per level (file count in the hover)."""
     fig = go.Figure()
     if not files.empty:
-        by_level = files.groupby("level", as_index=False)["size_bytes"].sum()
-        fig.add_trace(go.Bar(x=by_level["level"].astype(str), y=by_level["size_bytes"],
-                             marker_color=COLOR_DATA))
-    fig.update_layout(xaxis_title="level", yaxis_title="bytes")
-    return _layout(fig, "RocksDB SST bytes per level")
+        ssts = files[((files["kind"] == "sst") & (files["level"] >= 0)).fillna(False)]
+        if not ssts.empty:
+            by_level = ssts.groupby("level", as_index=False).agg(size_bytes=("size_bytes", "sum"),
+                                                                 count=("size_bytes", "size"))
+            fig.add_trace(go.Bar(x=["L" + str(level) for level in by_level["level"]],
+                                 y=by_level["size_bytes"], customdata=by_level["count"],
+                                 marker_color=COLOR_DATA,
+                                 hovertemplate="%{x}: %{y:,} bytes in %{customdata} file(s)"
+                                               "<extra></extra>"))
+    fig.update_layout(xaxis_title="level", yaxis_title="bytes", xaxis_type="category")
+    return _layout(fig, "RocksDB SST bytes per level", height=280)
 
 
 def recovery_pointers_figure(before: Mapping[str, int], after: Mapping[str, int]) -> go.Figure:

@@ -4,6 +4,7 @@ time jumps, and what a RocksDB backend shows of itself."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ from store.errors import CorruptDataError
 
 MAX_UNITS_SHOWN = 200
 MAX_QUEUES_WITH_TIMES = 2000
+MAX_ROCKSDB_FILES = 5000
 
 
 def queue_files(store, topic: str, queue_id: int) -> list[str]:
@@ -96,41 +98,90 @@ def lag_table(store) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["group", "topic", "queue_id", "committed", "max_offset", "lag"])
 
 
-def rocksdb_summary(store) -> tuple[dict, pd.DataFrame]:
-    """What the RocksDB consume-queue directory shows: file kinds and sizes, and the properties
-    rocksdict exposes when the engine keeps the database handle as `.db`."""
+@dataclass(frozen=True)
+class RocksDBSummary:
+    """What a RocksDB consume queue shows of itself (the ConsumeQueue page's RocksDB section)."""
+    facts: dict               # headline figures: keys, SST files and bytes, compaction state
+    properties: pd.DataFrame  # one row per RocksDB property, one column per column family
+    files: pd.DataFrame       # every file of the directory; SST files with level and entry counts
+
+
+ROCKSDB_FILE_COLUMNS = ["file", "kind", "size_bytes", "level", "num_entries", "num_deletions"]
+
+
+def _file_kind(name: str) -> str:
+    if name.endswith(".sst"):
+        return "sst"
+    if name.endswith(".log"):
+        return "wal"
+    return name.split("-")[0].split(".")[0]
+
+
+def rocksdb_summary(store) -> RocksDBSummary:
+    """The RocksDB consume-queue directory (file kinds and sizes) joined with the backend's
+    `stats()`: per-column-family properties, SST levels and entry counts, compaction state."""
     directory = store.config.consume_queue_dir
-    files = []
+    stats_of = getattr(store.consume_queues, "stats", None)
+    stats = stats_of() if stats_of is not None else {"open": False, "column_families": {},
+                                                     "sst_files": []}
+    live = {item["name"]: item for item in stats["sst_files"]}
+    rows = []
     try:
         names = sorted(os.listdir(directory))
     except OSError:
         names = []
-    for name in names:
+    for name in names[:MAX_ROCKSDB_FILES]:
         path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            kind = "sst" if name.endswith(".sst") else ("wal" if name.endswith(".log") else
-                                                       name.split("-")[0].split(".")[0])
-            files.append({"file": name, "kind": kind, "size_bytes": os.path.getsize(path), "level": -1})
-    frame = pd.DataFrame(files, columns=["file", "kind", "size_bytes", "level"])
-    facts: dict = {"directory": directory, "files": len(files),
-                   "sst files": int((frame["kind"] == "sst").sum()) if len(frame) else 0,
-                   "total bytes": int(frame["size_bytes"].sum()) if len(frame) else 0}
-    db = getattr(store.consume_queues, "db", None)
-    if db is not None:
-        for prop in ("rocksdb.estimate-num-keys", "rocksdb.num-running-compactions",
-                     "rocksdb.compaction-pending", "rocksdb.total-sst-files-size",
-                     "rocksdb.num-immutable-mem-table"):
-            try:
-                facts[prop] = db.property_value(prop)
-            except Exception:  # noqa: BLE001 - rocksdict raises plain Exception for unknown props
-                continue
-        try:
-            live = db.live_files()
-            levels = {item.get("name", "").lstrip("/"): item.get("level", -1) for item in live}
-            frame["level"] = [levels.get(name, -1) for name in frame["file"]]
-        except (AttributeError, TypeError):
-            pass
-    return facts, frame
+        if not os.path.isfile(path):
+            continue
+        item = live.get(name, {})
+        rows.append({"file": name, "kind": _file_kind(name), "size_bytes": os.path.getsize(path),
+                     "level": item.get("level"), "num_entries": item.get("num_entries"),
+                     "num_deletions": item.get("num_deletions")})
+    # Nullable integers: only live SST files have a level and entry counts.
+    files = pd.DataFrame(rows, columns=ROCKSDB_FILE_COLUMNS).astype(
+        {"level": "Int64", "num_entries": "Int64", "num_deletions": "Int64"})
+    families = stats["column_families"]
+    properties = pd.DataFrame(
+        [{"property": prop.removeprefix("rocksdb."),
+          **{family: values.get(prop) for family, values in families.items()}}
+         for prop in (next(iter(families.values())) if families else {})])
+
+    def total(prop: str) -> int | None:
+        values = [v.get(prop) for v in families.values() if v.get(prop) is not None]
+        return sum(values) if values else None
+
+    ssts = files[files["kind"] == "sst"]
+    facts = {
+        "directory": directory,
+        "database open": "yes (snapshot)" if stats["open"] and store.read_only
+        else ("yes" if stats["open"] else "no (no database yet)"),
+        "column families": ", ".join(families) or "-",
+        "estimated keys": total("rocksdb.estimate-num-keys"),
+        "SST files (live)": len(stats["sst_files"]),
+        "SST bytes (live)": total("rocksdb.live-sst-files-size"),
+        "memtable bytes": total("rocksdb.cur-size-all-mem-tables"),
+        "compaction pending": _yes_no(total("rocksdb.compaction-pending")),
+        "running compactions": total("rocksdb.num-running-compactions"),
+        "pending compaction bytes": total("rocksdb.estimate-pending-compaction-bytes"),
+        "files in directory": len(files),
+        "bytes in directory": int(files["size_bytes"].sum()) if len(files) else 0,
+        "SST files in directory": len(ssts),
+    }
+    return RocksDBSummary(facts, properties, files)
+
+
+def facts_rows(facts: dict) -> list[dict]:
+    """The facts as two text columns (numbers with thousands separators, '-' for unknown)."""
+    def text(value) -> str:
+        if value is None:
+            return "-"
+        return f"{value:,}" if isinstance(value, int) else str(value)
+    return [{"fact": name, "value": text(value)} for name, value in facts.items()]
+
+
+def _yes_no(value: int | None) -> str:
+    return "-" if value is None else ("yes" if value else "no")
 
 
 def unit_array_to_frame(units: np.ndarray | None) -> pd.DataFrame:

@@ -7,7 +7,8 @@ import streamlit as st
 
 from app import figures
 from app.paths import parse_int
-from app.queues_data import lag_table, queue_table, rocksdb_summary, units_with_records
+from app.queues_data import (facts_rows, lag_table, queue_table, rocksdb_summary,
+                             units_with_records)
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import frame
 
@@ -72,7 +73,19 @@ if not queues.empty:
 
 if backend == "defaultRocksDB":
     st.header("RocksDB")
-    facts, files = rocksdb_summary(store)
-    frame([{"fact": k, "value": str(v)} for k, v in facts.items()])
-    st.plotly_chart(figures.rocksdb_files_figure(files), key="cq_rocks")
-    frame(files)
+    try:
+        summary = rocksdb_summary(store)
+    except EXPECTED_ERRORS as error:
+        user_error(error)
+    else:
+        left, right = st.columns([2, 3])
+        with left:
+            frame(facts_rows(summary.facts))
+        with right:
+            st.plotly_chart(figures.rocksdb_files_figure(summary.files), key="cq_rocks")
+        st.subheader("Files")
+        frame(summary.files)
+        st.subheader("Properties per column family")
+        st.caption("As rocksdict reports them (RocksDB integer properties; '-' when unknown). "
+                   "A read-only store shows the snapshot taken at open or at the last refresh.")
+        frame(summary.properties)

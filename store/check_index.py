@@ -144,6 +144,10 @@ def _check_entries(path, entries, header, entries_position, state: _State) -> No
         if time_diff_s < 0:
             sink.add("error", "index", path, where + 12,
                      f"entry {entry} has a negative timeDiff {time_diff_s}: queries stop at it")
+        if phy_offset < 0:             # not "expired": no record ever starts below 0
+            sink.add("error", "index", path, where + 4,
+                     f"entry {entry} has a negative phyOffset {phy_offset}")
+            continue
         if phy_offset < scan.min_offset:
             continue                   # the record's segment expired
         if phy_offset >= scan.end_offset and not scan.capped:

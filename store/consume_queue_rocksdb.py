@@ -38,6 +38,15 @@ log = logging.getLogger(__name__)
 # costs one Python key object and one lookup per unit, the iterator one seek and then cheap next()s.
 MULTI_GET_MAX_UNITS = 2
 
+# RocksDB integer properties reported by `stats()` (per column family).
+STATS_PROPERTIES = (
+    "rocksdb.estimate-num-keys", "rocksdb.total-sst-files-size", "rocksdb.live-sst-files-size",
+    "rocksdb.estimate-live-data-size", "rocksdb.cur-size-all-mem-tables",
+    "rocksdb.num-entries-active-mem-table", "rocksdb.num-immutable-mem-table",
+    "rocksdb.compaction-pending", "rocksdb.num-running-compactions", "rocksdb.num-running-flushes",
+    "rocksdb.estimate-pending-compaction-bytes",
+    *(f"rocksdb.num-files-at-level{level}" for level in range(7)))
+
 
 class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
     """ConsumeQueueStore over one RocksDB database."""
@@ -124,6 +133,31 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
             self.db = None
         remove_shadow(self._shadow)
         self._shadow = None
+
+    def stats(self) -> dict:
+        """Read-only figures of the database, as far as rocksdict exposes them (for the dashboard).
+
+        {"open": bool, "path": str,
+         "column_families": {name: {RocksDB integer property: int | None}},   # default, offset
+         "sst_files": [{"name", "level", "size_bytes", "num_entries", "num_deletions"}]}
+        A read-only store reports its latest snapshot (file names are the live directory's).
+        """
+        with self._lock:
+            result = {"open": self.db is not None, "path": self.path, "column_families": {},
+                      "sst_files": []}
+            if self.db is None:
+                return result
+            for name, handle in ((codec.DEFAULT_CF, self.db), (codec.OFFSET_CF, self._offsets)):
+                if handle is not None:
+                    # property_int_value answers None for a property this RocksDB does not know.
+                    result["column_families"][name] = {
+                        prop: handle.property_int_value(prop) for prop in STATS_PROPERTIES}
+            result["sst_files"] = [
+                {"name": item.get("name", "").lstrip("/"), "level": item.get("level", -1),
+                 "size_bytes": item.get("size", 0), "num_entries": item.get("num_entries"),
+                 "num_deletions": item.get("num_deletions")}
+                for item in self.db.live_files()]
+            return result
 
     def _check_writable(self) -> None:
         if self.read_only:

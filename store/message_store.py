@@ -153,7 +153,11 @@ class MessageStore(LookupsMixin):
             record, draft = encode_for_put(message, self._put_settings, self.clock_ms())
         except PutRefused as refusal:
             return PutMessageResult(refusal.status, error=refusal.reason)
-        return self._append([record], [draft], (message,))
+        try:
+            appended = self.commit_log.append_one(record, draft)
+        except RecordTooLargeForSegment as error:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(error))
+        return self._acknowledge(appended, draft, (message,))
 
     def put_messages(self, messages: list[Message]) -> PutMessageResult:
         """Append a batch: one topic and queue, all records in one segment, all or nothing."""
@@ -187,7 +191,9 @@ class MessageStore(LookupsMixin):
             appended = self.commit_log.append(records, drafts)
         except RecordTooLargeForSegment as error:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(error))
-        draft = drafts[0]
+        return self._acknowledge(appended, drafts[0], messages)
+
+    def _acknowledge(self, appended, draft, messages) -> PutMessageResult:
         if (draft.topic, draft.queue_id) not in self._noted_queues:
             self._note_topic(draft.topic, draft.queue_id)
         status = self.services.after_append(appended, messages)

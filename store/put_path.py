@@ -7,6 +7,7 @@ placeholder offsets. The commit log patches queue offset, physical offset and st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from store.api import Message, PutMessageStatus
 from store.codec import message as msgcodec
@@ -60,13 +61,29 @@ class PutSettings:
     segment_size_bytes: int
 
 
+@lru_cache(maxsize=4096)
+def _tags_code(tags: str | None) -> int:
+    # A store sees few distinct tags; their hash is computed once.
+    return compute_tags_code(tags)
+
+
 def build_properties(message: Message) -> dict[str, str]:
     properties: dict[str, str] = {}
     if message.tags:
+        if not isinstance(message.tags, str) or "\x01" in message.tags or "\x02" in message.tags:
+            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                             "tags must be a string without separator characters")
         properties["TAGS"] = message.tags
     keys = message.key_list()
     if keys:
-        properties["KEYS"] = " ".join(keys)
+        try:
+            joined = " ".join(keys)
+        except TypeError:
+            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "keys must be strings") from None
+        if "\x01" in joined or "\x02" in joined:
+            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                             "keys must not hold separator characters")
+        properties["KEYS"] = joined
     if message.properties:
         for name, value in message.properties.items():
             if not isinstance(name, str) or not isinstance(value, str):
@@ -136,18 +153,25 @@ def encode_for_put(message: Message, settings: PutSettings, now_ms: int
                          f"body of {len(body)} bytes exceeds maxMessageSize "
                          f"({settings.max_message_size} bytes)")
     sys_flag = message.sys_flag
-    if not -(2**31) <= sys_flag < 2**31 or not -(2**31) <= message.flag < 2**31:
+    if (sys_flag or message.flag) and (
+            not -(2**31) <= sys_flag < 2**31 or not -(2**31) <= message.flag < 2**31):
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "flag and sys_flag must be 32-bit ints")
     properties = build_properties(message)
-    topic, queue_id = _apply_delay(message.topic, message.queue_id, properties, sys_flag, settings)
-    properties_text_length = sum(len(k) + len(v) + 2 for k, v in properties.items())
-    if properties_text_length > MAX_PROPERTIES_LENGTH:
-        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                         f"properties text of {properties_text_length} characters exceeds 32767")
+    if "DELAY" in properties:
+        topic, queue_id = _apply_delay(message.topic, message.queue_id, properties, sys_flag,
+                                       settings)
+    else:
+        topic, queue_id = message.topic, message.queue_id
     # The store is handed messages directly (not through a broker's request parser), so it
     # serializes a default 16-bucket HashMap in either style, as the 5.3.3 fixtures show.
     properties_raw = encode_properties(properties, style=settings.properties_style, capacity=16)
     if len(properties_raw) > MAX_PROPERTIES_LENGTH:
+        # Characters over the limit is MESSAGE_ILLEGAL (4.9.7's check); only bytes over it is
+        # PROPERTIES_SIZE_EXCEEDED. Characters <= bytes, so only count them here.
+        characters = sum(len(k) + len(v) + 2 for k, v in properties.items())
+        if characters > MAX_PROPERTIES_LENGTH:
+            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                             f"properties text of {characters} characters exceeds 32767")
         raise PutRefused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                          f"properties of {len(properties_raw)} bytes exceed 32767")
     version = 2 if settings.allow_v2_records and len(topic) > 127 else 1
@@ -175,7 +199,8 @@ def encode_for_put(message: Message, settings: PutSettings, now_ms: int
         delay_ms = delay_tags_code(properties, 0, settings.delay_levels_ms)
     draft = RecordDraft(
         topic=topic, queue_id=queue_id, sys_flag=final_sys_flag,
-        tags_code=compute_tags_code(properties.get("TAGS")), delivery_delay_ms=delay_ms,
+        tags_code=_tags_code(properties.get("TAGS")), delivery_delay_ms=delay_ms,
+        store_timestamp_position=msgcodec.store_timestamp_position(final_sys_flag),
         keys=properties.get("KEYS", ""), uniq_key=properties.get("UNIQ_KEY"),
         prepared_transaction_offset=0, properties=properties)
     return record, draft

@@ -94,34 +94,33 @@ def walk_records(buf, start_position: int = 0, stop_position: int | None = None)
     limit = len(buf)
     stop = limit if stop_position is None else min(stop_position, limit)
     positions: list[int] = []
-    sizes: list[int] = []
-    magics: list[int] = []
+    append = positions.append
     position = start_position
     end_kind = END_FILE
     unpack = _HEADER.unpack_from
-    valid_magics = (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2)
-    while True:
-        if position >= stop:
-            end_kind = END_STOP if position < limit else END_FILE
-            break
-        if position + 8 > limit:
-            end_kind = END_INVALID
-            break
-        size, magic = unpack(buf, position)
+    view = memoryview(buf)  # unpacking from a memoryview is ~2x faster than from the numpy array
+    # The hot loop: one unpack, one test and one append per record (bench/decode_bench.py).
+    while position < stop and position + 8 <= limit:
+        size, magic = unpack(view, position)
+        if (magic == MESSAGE_MAGIC_V1 or magic == MESSAGE_MAGIC_V2) and size >= MIN_RECORD_SIZE \
+                and position + size <= limit:
+            append(position)
+            position += size
+            continue
         if magic == BLANK_MAGIC:
             end_kind = END_BLANK
-            break
-        if magic not in valid_magics or size < MIN_RECORD_SIZE or position + size > limit:
+        else:
             end_kind = END_ZEROS if size == 0 and magic == 0 else END_INVALID
-            break
-        positions.append(position)
-        sizes.append(size)
-        magics.append(magic)
-        position += size
-    return WalkResult(
-        np.array(positions, dtype=np.int64), np.array(sizes, dtype=np.int64), np.array(magics, dtype=np.int64),
-        position, end_kind,
-    )
+        break
+    else:
+        if position >= stop:
+            end_kind = END_STOP if position < limit else END_FILE
+        else:
+            end_kind = END_INVALID  # fewer than 8 bytes left for a header
+    starts = np.array(positions, dtype=np.int64)
+    sizes = gather_int(buf, starts, 4) if len(positions) else np.zeros(0, dtype=np.int64)
+    magics = gather_int(buf, starts + 4, 4) if len(positions) else np.zeros(0, dtype=np.int64)
+    return WalkResult(starts, sizes, magics, position, end_kind)
 
 
 @dataclass
