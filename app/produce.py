@@ -11,7 +11,7 @@ from app.paths import InputError
 from store.api import Message
 from store.codec.javahash import java_string_hash
 from store.codec.topic import validate_topic
-from store.errors import InvalidTopicError
+from store.errors import InvalidTopicError, StoreError
 
 SELECTORS = ("queue id", "hash of first key", "round robin")
 MAX_BATCH = 256
@@ -112,6 +112,7 @@ class LoadGenerator:
         self.failed = 0
         self.last_error: str | None = None
         self.started_s = time.monotonic()
+        self.finished_s: float | None = None
         self._stop = threading.Event()
         self._random = random.Random(seed)
         self._thread = threading.Thread(target=self._run, name="load-generator", daemon=True)
@@ -125,11 +126,31 @@ class LoadGenerator:
     def progress(self) -> float:
         return min(1.0, (self.sent + self.failed) / self.total)
 
+    @property
+    def stopped(self) -> bool:
+        """True once `stop()` was asked for (as opposed to finishing the count)."""
+        return self._stop.is_set()
+
+    @property
+    def rate_text(self) -> str:
+        """The achieved rate against the target, e.g. '49.8 of 50 msgs/s'."""
+        elapsed_s = (self.finished_s or time.monotonic()) - self.started_s
+        achieved = (self.sent + self.failed) / elapsed_s if elapsed_s > 0 else 0.0
+        return f"{achieved:,.1f} of {self.rate_per_s:,.0f} msgs/s"
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        try:
+            self._put_all()
+        except StoreError as error:   # e.g. the store was closed under the generator
+            self.last_error = f"{type(error).__name__}: {error}"
+        finally:
+            self.finished_s = time.monotonic()
+
+    def _put_all(self) -> None:
         interval_s = 1.0 / self.rate_per_s
         next_at = time.monotonic()
         for number in range(self.total):

@@ -58,6 +58,7 @@ if sent:
 
 st.header("Load generator")
 generator = handle.load_generator
+busy = generator is not None and generator.running
 with st.form("load_form"):
     c1, c2, c3, c4, c5 = st.columns(5)
     load_topics = c1.text_input("Topics (comma-separated)", value="LoadTopic", key="lg_topics")
@@ -65,9 +66,8 @@ with st.form("load_form"):
     rate = c3.number_input("Rate (msgs/s)", min_value=1, max_value=2000, value=50, key="lg_rate")
     size = c4.number_input("Body bytes", min_value=0, max_value=65536, value=256, key="lg_size")
     total = c5.number_input("Messages", min_value=1, max_value=100000, value=500, key="lg_total")
-    start = st.form_submit_button("Start", disabled=handle.read_only or
-                                  (generator is not None and generator.running))
-if start:
+    start = st.form_submit_button("Start", disabled=handle.read_only or busy)
+if start and not busy:   # `busy` guards a second click that raced the disabled state
     try:
         topics = [t.strip() for t in load_topics.split(",") if t.strip()]
         handle.load_generator = LoadGenerator(store, topics=topics, queues=int(load_queues),
@@ -75,21 +75,31 @@ if start:
                                               total=int(total))
     except (InputError, *EXPECTED_ERRORS) as error:
         user_error(error)
+    else:
+        st.rerun()   # redraw the form with Start disabled and the progress ticking
+
+# Ticks only while a generator runs; the run that sees it finish redraws the whole page (Start
+# enabled again) and stops the timer.
+_ticking = handle.load_generator is not None and handle.load_generator.running
 
 
-@st.fragment(run_every=1)
+@st.fragment(run_every=1 if _ticking else None)
 def load_progress() -> None:
     running = handle.load_generator
     if running is None:
         st.caption("Not running.")
         return
+    state = "running" if running.running else ("stopped" if running.stopped else "finished")
     st.progress(running.progress, text=f"{running.sent:,} sent, {running.failed:,} failed of "
-                                       f"{running.total:,}" + (" (running)" if running.running else ""))
+                                       f"{running.total:,} ({state}; {running.rate_text})")
     if running.last_error:
         st.caption(f"last error: {running.last_error}")
-    if running.running and st.button("Stop", key="lg_stop"):
-        running.stop()
-        st.rerun(scope="fragment")
+    if running.running:
+        if st.button("Stop", key="lg_stop"):
+            running.stop()
+            st.rerun()
+    elif _ticking:
+        st.rerun()
 
 
 load_progress()

@@ -117,9 +117,10 @@ def _check_chains(path, slot_table, entries, slots, index_count, entries_positio
                          f"entry {entry} (keyHash {int(key_hashes[entry])}) is on the chain of "
                          f"slot {int(slot)}, not of slot {int(key_hashes[entry] % slots)}")
             following = int(prev[entry])
-            if following >= entry:
+            if following >= entry or following < 0:
                 sink.add("error", "index", path, entries_position + entry * 20 + 16,
-                         f"entry {entry} links to {following}: chains must point to older entries")
+                         f"entry {entry} links to {following}: chains must point to older entries "
+                         f"(or 0, the end of the chain)")
                 break
             entry = following
     unreached = np.nonzero(~reached[1:])[0]

@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, UNIT_STRUCT
+from store.codec.cq_unit import CQ_UNIT_SIZE, UNIT_STRUCT
 from store.consume_queue import StoreTimeOf, check_boundary
 from store.consume_queue_time import (LOWER, NEAREST, UPPER, java_div, relative_to_queue_offset,
                                       search_boundary, search_nearest)
@@ -25,11 +23,29 @@ def offset_by_time(queue, timestamp_ms: int, boundary: str, store_time_of: Store
     return min(max(result, queue.min_offset()), queue.max_offset())
 
 
-def _units_of(mapped, byte_count: int) -> tuple[list[int], list[int]]:
-    units = np.frombuffer(mapped.buffer, dtype=CQ_UNIT_DTYPE, count=byte_count // CQ_UNIT_SIZE)
-    result = units["phy_offset"].tolist(), units["size"].tolist()
-    del units
-    return result
+class _LazyUnits:
+    """Units of one CQ file read on demand: a binary search touches ~log2(n) of them, so copying
+    the whole file (300,000 units by default) per lookup would dominate its cost."""
+
+    __slots__ = ("buffer", "count")
+
+    def __init__(self, mapped, byte_count: int):
+        self.buffer = mapped.buffer
+        self.count = byte_count // CQ_UNIT_SIZE
+
+    def __len__(self) -> int:
+        return self.count
+
+    def unit(self, index: int) -> tuple[int, int]:
+        phy_offset, size, _tags = UNIT_STRUCT.unpack_from(self.buffer, index * CQ_UNIT_SIZE)
+        return phy_offset, size
+
+    def phy(self, index: int) -> int:
+        return UNIT_STRUCT.unpack_from(self.buffer, index * CQ_UNIT_SIZE)[0]
+
+
+def _units_of(mapped, byte_count: int) -> _LazyUnits:
+    return _LazyUnits(mapped, byte_count)
 
 
 def _nearest(queue, timestamp_ms: int, store_time_of: StoreTimeOf) -> int:
@@ -40,9 +56,9 @@ def _nearest(queue, timestamp_ms: int, store_time_of: StoreTimeOf) -> int:
     if mapped.read_position == 0:
         return 0
     low_bytes = max(queue.min_logic_offset - mapped.file_from_offset, 0)
-    phys, sizes = _units_of(mapped, mapped.read_position)
-    index = search_nearest(phys.__getitem__, lambda i: store_time_of(phys[i], sizes[i]),
-                           low_bytes // CQ_UNIT_SIZE, len(phys) - 1, timestamp_ms,
+    units = _units_of(mapped, mapped.read_position)
+    index = search_nearest(units.phy, lambda i: store_time_of(*units.unit(i)),
+                           low_bytes // CQ_UNIT_SIZE, len(units) - 1, timestamp_ms,
                            queue.commit_log_min_offset)
     if index is None:
         return 0
@@ -94,12 +110,12 @@ def _boundary(queue, timestamp_ms: int, boundary: str, store_time_of: StoreTimeO
         return 0  # selectMappedBuffer(0, range) fails
     base = mapped.file_from_offset // CQ_UNIT_SIZE
     floor = max(queue.min_logic_offset - mapped.file_from_offset, 0) // CQ_UNIT_SIZE
-    phys, sizes = _units_of(mapped, range_bytes)
-    ceiling = len(phys) - 1
+    units = _units_of(mapped, range_bytes)
+    ceiling = len(units) - 1
     if floor > ceiling:
         # RocketMQ would read past its buffer here; the min offset is the only sensible answer.
         return relative_to_queue_offset(base, floor)
-    return search_boundary(phys.__getitem__, lambda i: store_time_of(phys[i], sizes[i]), floor,
+    return search_boundary(units.phy, lambda i: store_time_of(*units.unit(i)), floor,
                            ceiling, timestamp_ms, queue.commit_log_min_offset, boundary, base,
                            all_later_lower=base)
 

@@ -152,3 +152,71 @@ def test_segment_map_and_browser_on_the_sample_store():
         assert all(s.filler_bytes >= 8 for s in segments[:-1])   # rolled files end with BLANK
         rows, next_offset = browse_records(store, 0, 5)
         assert [r["kind"] for r in rows] == ["RECORD"] * 5 and next_offset > rows[-1]["phy_offset"]
+
+
+def _rocksdb_store(root, messages: int = 240):
+    """A small RocksDB-backed store with `messages` messages over two topics (left open)."""
+    from store.api import Message
+    from store.message_store import MessageStore
+    from tests.engine_util import small_config
+    store = MessageStore.open(small_config(root, "defaultRocksDB"))
+    for number in range(messages):
+        assert store.put_message(Message(f"Rocks{number % 2}", b"r" * 64, queue_id=number % 3)).ok
+    store.dispatch_pending()
+    return store
+
+
+def test_rocksdb_stats_and_summary(tmp_path):
+    """stats() of the RocksDB consume queue, and the ConsumeQueue page's tables built from it:
+    live (memtable only), then read-only after a clean shutdown (flushed to level-0 SST files)."""
+    from app.queues_data import facts_rows, rocksdb_summary
+    from store.message_store import MessageStore
+    from tests.engine_util import small_config
+    store = _rocksdb_store(tmp_path)
+    try:
+        stats = store.consume_queues.stats()
+        assert stats["open"] and set(stats["column_families"]) == {"default", "offset"}
+        default = stats["column_families"]["default"]
+        assert default["rocksdb.estimate-num-keys"] == 240        # one key per unit
+        assert default["rocksdb.num-entries-active-mem-table"] == 240
+        assert default["rocksdb.compaction-pending"] == 0
+        summary = rocksdb_summary(store)
+        assert summary.facts["estimated keys"] >= 240
+        assert summary.facts["database open"] == "yes"
+        assert list(summary.properties.columns) == ["property", "default", "offset"]
+        assert "estimate-num-keys" in set(summary.properties["property"])
+        assert (summary.files["kind"] == "wal").any()
+    finally:
+        store.close()
+    with MessageStore.open(small_config(tmp_path, "defaultRocksDB"), read_only=True) as store:
+        stats = store.consume_queues.stats()
+        ssts = stats["sst_files"]
+        assert ssts and all(f["level"] == 0 and f["size_bytes"] > 0 for f in ssts)
+        assert sum(f["num_entries"] for f in ssts) >= 240
+        summary = rocksdb_summary(store)
+        assert summary.facts["database open"] == "yes (snapshot)"
+        assert summary.facts["SST files (live)"] == len(ssts) == summary.facts["SST files in directory"]
+        sst_rows = summary.files[summary.files["kind"] == "sst"]
+        assert set(sst_rows["file"]) == {f["name"] for f in ssts}
+        assert (sst_rows["level"] == 0).all()
+        fig = figures.rocksdb_files_figure(summary.files)
+        assert list(fig.data[0].x) == ["L0"] and fig.data[0].y[0] == sum(f["size_bytes"] for f in ssts)
+        rows = {row["fact"]: row["value"] for row in facts_rows(summary.facts)}
+        assert rows["compaction pending"] == "no" and rows["running compactions"] == "0"
+
+
+def test_rocksdb_stats_before_the_database_exists(tmp_path):
+    """A read-only RocksDB consume queue with no database yet reports itself closed."""
+    from app.queues_data import facts_rows
+    from store.consume_queue import ConsumeQueueSettings
+    from store.consume_queue_rocksdb import RocksDBConsumeQueueStore
+    cq = RocksDBConsumeQueueStore(ConsumeQueueSettings(str(tmp_path), store_type="defaultRocksDB",
+                                                       read_only=True, style="5.x"))
+    cq.load()
+    try:
+        assert cq.stats() == {"open": False, "path": str(tmp_path / "consumequeue"),
+                              "column_families": {}, "sst_files": []}
+    finally:
+        cq.close()
+    assert facts_rows({"x": None, "y": 1234}) == [{"fact": "x", "value": "-"},
+                                                  {"fact": "y", "value": "1,234"}]

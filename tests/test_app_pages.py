@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 
 import pytest
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from store.api import Message  # noqa: E402
 from tests.fixtures_util import REPO_ROOT, copy_store, fixture_dirs, fixture_id, tree_fingerprint  # noqa: E402
 
 MAIN = os.path.join(REPO_ROOT, "app", "main.py")
@@ -176,3 +178,114 @@ def test_every_page_on_fixture(fixture, tmp_path):
                 f"hosted:{os.path.realpath(hosted_root)}"):
         get_registry().close(key)
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _registry_handle(at: AppTest):
+    from app.ui.state import get_registry
+    return get_registry().get(at.session_state["store_key"])
+
+
+def test_long_poll_shows_a_countdown_and_a_put_releases_it():
+    at = start_app()
+    visit(at, "pull")
+    store = _registry_handle(at).store
+    assert store.get_max_offset_in_queue("PollTopic", 2) == 0
+    at.text_input(key="pl_topic").input("PollTopic")
+    at.number_input(key="pl_queue").set_value(2)
+    at.number_input(key="pl_offset").set_value(0)
+    at.number_input(key="pl_poll").set_value(20_000)
+    button(at, "Pull").click()
+    at.run()
+    assert not at.exception
+    job = at.session_state["pl_job"]
+    assert not job.done
+    countdown = [i.value for i in at.info if i.value.startswith("Long polling")]
+    assert countdown and "s left" in countdown[0], [i.value for i in at.info]
+    assert at.get("progress"), "the countdown has a progress bar"
+    # A put from elsewhere (another session, the load generator, ...) releases the poll early.
+    assert store.put_message(Message("PollTopic", b"wake up", queue_id=2)).ok
+    assert job.wait(10.0), "the long poll was not released by the put"
+    at.run()
+    assert not at.exception
+    assert any(h.value == "Status: FOUND" for h in at.subheader), [h.value for h in at.subheader]
+    assert job.result.waited_ms < 10_000 and [m.body for m in job.result.messages] == [b"wake up"]
+    assert not any(i.value.startswith("Long polling") for i in at.info)
+    assert any("waited" in t.value for t in at.text)
+
+
+def test_load_generator_starts_shows_progress_and_stops():
+    at = start_app()
+    visit(at, "produce")
+    handle = _registry_handle(at)
+    at.text_input(key="lg_topics").input("LoadA, LoadB")
+    at.number_input(key="lg_queues").set_value(3)
+    at.number_input(key="lg_rate").set_value(40)
+    at.number_input(key="lg_size").set_value(100)
+    at.number_input(key="lg_total").set_value(5000)
+    button(at, "Start").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    generator = handle.load_generator
+    assert generator is not None and generator.running
+    assert button(at, "Start").disabled                      # one generator per store at a time
+    deadline = time.monotonic() + 10
+    while generator.sent < 20 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    at.run()
+    bars = [p.proto.text for p in at.get("progress")]
+    assert bars and "(running;" in bars[0] and "of 5,000" in bars[0], bars
+    button(at, "Stop").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not generator.running and generator.stopped
+    assert 20 <= generator.sent < 5000
+    assert "(stopped;" in at.get("progress")[0].proto.text
+    assert not [b for b in at.button if b.label == "Stop"] and not button(at, "Start").disabled
+    store = handle.store
+    store.dispatch_pending()
+    spread = {(t, q): store.get_max_offset_in_queue(t, q) for t in ("LoadA", "LoadB") for q in range(4)}
+    assert sum(spread.values()) == generator.sent
+    assert all(spread[(t, q)] > 0 for t in ("LoadA", "LoadB") for q in range(3))
+    assert spread[("LoadA", 3)] == spread[("LoadB", 3)] == 0  # queue spread 3: queues 0..2 only
+
+
+def test_rocksdb_store_pages(tmp_path):
+    """A RocksDB-backed store (storeType=defaultRocksDB), read-only and hosted: every page renders
+    and the ConsumeQueue page shows the RocksDB figures."""
+    from store.message_store import MessageStore
+    from tests.engine_util import small_config
+    root = tmp_path / "rocks"
+    config = small_config(root, "defaultRocksDB")
+    with MessageStore.open(config) as store:
+        for number in range(120):
+            assert store.put_message(Message("RocksTopic", f"m{number}".encode(),
+                                             queue_id=number % 2, keys=[f"k{number}"])).ok
+    (root / "store.properties").write_text(config.to_properties(), encoding="utf-8")
+    hosted_root = shutil.copytree(root, tmp_path / "rocks-hosted")
+    before = tree_fingerprint(str(root))
+    at = start_app()
+    open_store(at, str(root), "read-only")
+    visit_all(at)
+    assert not at.error, [e.value for e in at.error]
+    visit(at, "consumequeue")
+    assert "RocksDB" in [h.value for h in at.header]
+    facts = _facts(at)
+    assert facts["column families"] == "default, offset" and facts["database open"] == "yes (snapshot)"
+    assert int(facts["estimated keys"].replace(",", "")) >= 120
+    assert int(facts["SST files (live)"]) >= 1 and facts["compaction pending"] == "no"
+    assert tree_fingerprint(str(root)) == before
+    open_store(at, str(hosted_root), "hosted")
+    visit(at, "consumequeue")
+    facts = _facts(at)
+    assert facts["database open"] == "yes" and int(facts["estimated keys"].replace(",", "")) >= 120
+    from app.ui.state import get_registry
+    for key in (f"read-only:{os.path.realpath(root)}", f"hosted:{os.path.realpath(hosted_root)}"):
+        get_registry().close(key)
+
+
+def _facts(at: AppTest) -> dict[str, str]:
+    for frame in at.dataframe:
+        data = frame.value
+        if list(data.columns) == ["fact", "value"]:
+            return dict(zip(data["fact"], data["value"]))
+    raise AssertionError("no RocksDB facts table on the page")

@@ -72,3 +72,20 @@ def test_wrong_direction_and_used_target_are_refused(tmp_path):
         migrate(root, "rocksdb", out_dir=tmp_path / "used", master=NO_MASTER)
     with pytest.raises(ConfigError, match="to must be"):
         migrate(root, "kafka", master=NO_MASTER)
+
+
+def test_cli_migrate_without_spark(tmp_path, capsys):
+    import argparse
+    import json
+
+    from store.pipeline.cli import add_spark_subcommands
+
+    root = _copy(FIXTURES[0], tmp_path)
+    parser = argparse.ArgumentParser()
+    add_spark_subcommands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["spark", "migrate", "--store", str(root), "--to", "rocksdb", "--output",
+                              str(tmp_path / "rocks"), "--master", "none", "--json"])
+    assert args.func(args) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["clean"] and payload["mismatches"] == 0 and payload["verified_units"] == payload["units_copied"]
+    assert (tmp_path / "rocks" / "consumequeue" / "CURRENT").exists()

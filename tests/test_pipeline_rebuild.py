@@ -193,3 +193,41 @@ def test_rebuild_refuses_a_used_output_directory(tmp_path):
         rebuild(FIXTURES[0] / "store", tmp_path / "out", master=NO_MASTER)
     with pytest.raises(ConfigError, match="separate output"):
         rebuild(FIXTURES[0] / "store", FIXTURES[0] / "store", master=NO_MASTER)
+
+
+def _cli(argv: list[str]):
+    import argparse
+
+    from store.pipeline.cli import add_spark_subcommands
+
+    parser = argparse.ArgumentParser()
+    add_spark_subcommands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_cli_rebuild_without_spark_draws_a_progress_bar(tmp_path, capsys):
+    import json
+
+    store_dir = FIXTURES[0] / "store"
+    assert _cli(["spark", "rebuild", str(tmp_path / "out"), "--store", str(store_dir), "--master", "none",
+                 "--json", "--progress"]) == 0
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)
+    assert payload["records"] > 0 and payload["master"] == "none"
+    assert "rebuild [" in captured.err and "MiB" in captured.err
+    assert tree_bytes(tmp_path / "out" / "consumequeue") == tree_bytes(store_dir / "consumequeue")
+
+
+def test_byte_progress_draws_and_clears():
+    import io
+
+    from store.pipeline.progress import ByteProgress
+
+    stream = io.StringIO()
+    bar = ByteProgress("x", stream=stream, min_interval_s=0)
+    bar(512 << 20, 1 << 30)
+    bar(1 << 30, 1 << 30)
+    bar.close()
+    text = stream.getvalue()
+    assert "x [" + "#" * 15 + "." * 15 + "] 512.0/1,024.0 MiB" in text and text.endswith("\r")

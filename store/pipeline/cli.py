@@ -118,6 +118,43 @@ def run_verify(args) -> int:
     return 0 if report.clean else 1
 
 
+def run_rebuild(args) -> int:
+    from store.pipeline.jobs_rebuild import NO_MASTER, rebuild
+    from store.pipeline.progress import ByteProgress
+
+    # One bar over the commit log's bytes, moved by the driver as it writes in log order (the Spark
+    # task bar would only show decode groups finishing ahead of the writer).
+    bar = ByteProgress("rebuild", enabled=args.progress)
+    spark = None if args.master == NO_MASTER else _session(args)
+    try:
+        result = rebuild(_store(args), args.output, master=NO_MASTER if spark is None else None, spark=spark,
+                         store_type=args.store_type, progress=bar)
+    finally:
+        bar.close()
+    _print(args, {**result.__dict__}, result.summary())
+    return 0
+
+
+def run_migrate(args) -> int:
+    from store.pipeline.jobs_migrate import migrate
+    from store.pipeline.jobs_rebuild import NO_MASTER
+    from store.pipeline.progress import SparkProgress
+
+    spark = None if args.master == NO_MASTER else _session(args)
+    if spark is None:
+        result = migrate(_store(args), args.to, args.output, master=NO_MASTER)
+    else:
+        with SparkProgress(spark, enabled=args.progress):
+            result = migrate(_store(args), args.to, args.output, spark=spark)
+    payload = {"clean": result.clean, "units_copied": result.units_copied, "target": result.target.root_dir,
+               "target_store_type": result.target.store_type, "backup_dir": result.backup_dir,
+               "verified_queues": result.verify.queues, "verified_units": result.verify.units,
+               "mismatches": result.verify.mismatches, "examples": result.verify.examples,
+               "seconds": result.seconds}
+    _print(args, payload, result.summary())
+    return 0 if result.clean else 1
+
+
 def add_spark_subcommands(subparsers) -> None:
     """Add `spark` with its jobs to the `rmqstore` parser (called by store.cli)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -163,3 +200,17 @@ def add_spark_subcommands(subparsers) -> None:
     verify = jobs.add_parser("verify", parents=[common], help="check consume queues and index against the log")
     verify.add_argument("--max-examples", type=int, default=20)
     verify.set_defaults(func=run_verify)
+
+    rebuild = jobs.add_parser("rebuild", parents=[common],
+                              help="consume queues + index files from the commit log alone (--master none: no Spark)")
+    rebuild.add_argument("output", help="output directory (gets consumequeue/ and index/; must be fresh)")
+    rebuild.add_argument("--store-type", choices=["default", "defaultRocksDB"], default="default",
+                         help="consume-queue layout to write (files or RocksDB)")
+    rebuild.set_defaults(func=run_rebuild)
+
+    migrate = jobs.add_parser("migrate", parents=[common],
+                              help="file consume queues <-> RocksDB, then verify unit by unit")
+    migrate.add_argument("--to", choices=["rocksdb", "file"], required=True)
+    migrate.add_argument("--output", metavar="ROOT", default=None,
+                         help="write ROOT/consumequeue instead of converting in place (old queues kept as a backup)")
+    migrate.set_defaults(func=run_migrate)

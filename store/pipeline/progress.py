@@ -67,3 +67,33 @@ def wait_with_progress(query, spark, *, timeout_s: float | None = None, enabled:
     with SparkProgress(spark, enabled=enabled):
         while query.isActive and (deadline is None or time.monotonic() < deadline):
             query.awaitTermination(1)
+
+
+class ByteProgress:
+    """A progress callback `(done_bytes, total_bytes)` drawing one stderr line (rebuild's log order
+    progress: decoded splits arrive from Spark, the bar moves as the driver writes them)."""
+
+    def __init__(self, label: str, *, enabled: bool = True, stream=None, min_interval_s: float = 0.2):
+        self.label = label
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.min_interval_s = min_interval_s
+        self._last_draw = 0.0
+        self._drawn = False
+
+    def __call__(self, done_bytes: int, total_bytes: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or total_bytes <= 0 or (now - self._last_draw < self.min_interval_s
+                                                    and done_bytes < total_bytes):
+            return
+        self._last_draw = now
+        filled = int(BAR_WIDTH * min(done_bytes, total_bytes) / total_bytes)
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] "
+                          f"{done_bytes / 2**20:,.1f}/{total_bytes / 2**20:,.1f} MiB  ")
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("\r" + " " * (BAR_WIDTH + 60) + "\r")
+            self.stream.flush()
