@@ -141,6 +141,9 @@ def _segment_files(queue_dir: str, file_size: int, sink: Sink) -> list[tuple[str
     for name in sorted(os.listdir(queue_dir)):
         path = os.path.join(queue_dir, name)
         start = parse_file_name(name)
+        if start is None and name.endswith(".creating"):
+            sink.add("info", "files", path, None, "leftover of an interrupted CQ file creation")
+            continue
         if start is None or not os.path.isfile(path):
             sink.add("warning", "files", path, None, "not a 20-digit CQ segment name: ignored")
             continue

@@ -57,6 +57,9 @@ class MappedFileQueue:
             if parse_file_name(name) is None:
                 if not name.endswith(".creating"):
                     self.problems.ignored_names.append(name)
+                elif not self.read_only:
+                    # Our own temporary name of a segment whose creation a crash interrupted.
+                    os.remove(os.path.join(self.directory, name))
                 continue
             if os.path.isdir(os.path.join(self.directory, name)):
                 self.problems.ignored_names.append(name)
