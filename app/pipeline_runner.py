@@ -1,16 +1,18 @@
-"""Running one pipeline job (stats, verify, export from store/pipeline/jobs_*) in a background thread.
+"""Running one pipeline job (stats, verify, export, rebuild from store/pipeline/jobs_*) in a background thread.
 
 Spark is started lazily by the first run (store.pipeline.session.build_session, local mode); the page
-shows the phase and the elapsed time while the job runs. Only one job runs at a time per process.
+shows the phase, the elapsed time and the active stages' tasks (Spark's status tracker) while the job
+runs. Only one job runs at a time per process.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 import time
 
-JOBS = ("stats", "verify", "export")
+JOBS = ("stats", "verify", "export", "rebuild")
 _RUN_LOCK = threading.Lock()
 
 
@@ -28,6 +30,7 @@ class PipelineRun:
         self.error: str | None = None
         self.started_s = time.monotonic()
         self.finished_s: float | None = None
+        self.spark = None
         self._thread = threading.Thread(target=self._run, name=f"pipeline-{job}", daemon=True)
         self._thread.start()
 
@@ -39,12 +42,20 @@ class PipelineRun:
     def elapsed_s(self) -> float:
         return (self.finished_s or time.monotonic()) - self.started_s
 
+    def tasks(self) -> tuple[int, int] | None:
+        """(completed, total) tasks of the active Spark stages, None when no stage is running."""
+        if self.spark is None or self.done:
+            return None
+        from store.pipeline.progress import SparkProgress
+        done, total, _ = SparkProgress(self.spark, enabled=False).snapshot()
+        return (done, total) if total else None
+
     def _run(self) -> None:
         with _RUN_LOCK:
             try:
                 self.phase = "starting Spark (local)"
                 from store.pipeline.session import build_session
-                spark = build_session("local[1]", "rmq-inspector")
+                self.spark = spark = build_session("local[1]", "rmq-inspector")
                 self.phase = f"running {self.job}"
                 if self.job == "stats":
                     from store.pipeline.jobs_stats import stats
@@ -52,6 +63,11 @@ class PipelineRun:
                 elif self.job == "verify":
                     from store.pipeline.jobs_verify import verify
                     self.result = verify(spark, self.store_dir)
+                elif self.job == "rebuild":
+                    # A fresh directory per run: rebuild refuses one that already holds queues.
+                    from store.pipeline.jobs_rebuild import rebuild
+                    out_dir = os.path.join(self.output_dir, f"rebuild-{time.strftime('%Y%m%d-%H%M%S')}")
+                    self.result = rebuild(self.store_dir, out_dir, spark=spark)
                 else:
                     from store.pipeline.jobs_export import export
                     self.result = export(spark, self.store_dir, self.output_dir)

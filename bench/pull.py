@@ -41,7 +41,7 @@ def build_store(root: str, count: int, body_bytes: int = BODY_BYTES, queues: int
 
 
 def pull_all(store, topic: str = "BenchTopic", tag_expression: str | None = None,
-             decode: bool = True) -> tuple[int, float]:
+             decode: bool | str = True) -> tuple[int, float]:
     """Pull every queue from 0 to its end; returns (messages, seconds)."""
     messages = 0
     started = time.perf_counter()
@@ -86,10 +86,12 @@ def run(args, report: common.Report) -> None:
 
             results = common.interleaved(reps, {
                 "all, decoded": case(None, True), "TagA filter, decoded": case("TagA", True),
-                "all, raw (decode=False)": case(None, False), "reference": cat_reference})
+                "all, raw (decode=False)": case(None, False),
+                "all, zero-copy (decode='view')": case(None, "view"), "reference": cat_reference})
         finally:
             store.close()
-    for name in ("all, decoded", "TagA filter, decoded", "all, raw (decode=False)"):
+    for name in ("all, decoded", "TagA filter, decoded", "all, raw (decode=False)",
+                 "all, zero-copy (decode='view')"):
         row = report.add(name, "pull rate (matching msgs)", "msg/s", results[name],
                          results["reference"], reference_name="cat commitlog")
         median = sorted(results[name])[len(results[name]) // 2]

@@ -1,4 +1,4 @@
-"""Pipeline: run the Spark jobs (stats, verify, export) on the current store's files in the background.
+"""Pipeline: run the Spark jobs (stats, verify, export, rebuild) on the current store's files in the background.
 
 (Placeholder owned by the dashboard until the pipeline engineer ships their own page.)
 """
@@ -38,7 +38,11 @@ def progress() -> None:
         return
     st.text(f"{current.job}: {current.phase} ({current.elapsed_s:.0f} s)")
     if not current.done:
-        st.progress(min(0.95, current.elapsed_s / 120), text="running…")
+        tasks = current.tasks()  # Spark's status tracker: tasks of the active stages
+        if tasks:
+            st.progress(tasks[0] / tasks[1], text=f"{tasks[0]}/{tasks[1]} tasks")
+        else:
+            st.progress(min(0.95, current.elapsed_s / 120), text="running…")
         return
     if current.error:
         st.error(current.error)

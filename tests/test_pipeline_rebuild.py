@@ -173,6 +173,22 @@ def test_a_torn_record_ends_the_log_like_recovery(tmp_path):
     assert index_bytes_in_order(tmp_path / "out" / "index") == index_bytes_in_order(tmp_path / "engine" / "index")
 
 
+@pytest.mark.spark
+@SPARK_WARNING_FILTERS[0]
+@SPARK_WARNING_FILTERS[1]
+def test_spark_rebuild_stops_at_a_torn_record_and_drops_the_rest(spark, tmp_path):  # noqa: F811
+    store_dir = _synthetic_store(tmp_path / "store", 200)
+    segments = list_commit_log(store_dir)
+    with open(segments[2].path, "r+b") as handle:
+        handle.write((95).to_bytes(4, "big"))  # the first record's TOTALSIZE no longer matches its fields
+    result = rebuild(store_dir, tmp_path / "out", spark=spark, split_bytes=1024)
+    assert result.end_kind == "invalid" and result.log_end_offset == segments[2].file_from_offset
+    assert [s.name for s in segments[3:]] == result.ignored_segments[:len(segments) - 3]
+    engine_reput(store_dir, tmp_path / "engine", RebuildSettings.of_store(store_dir))
+    assert tree_bytes(tmp_path / "out" / "consumequeue") == tree_bytes(tmp_path / "engine" / "consumequeue")
+    assert index_bytes_in_order(tmp_path / "out" / "index") == index_bytes_in_order(tmp_path / "engine" / "index")
+
+
 def test_an_unparsable_delay_ends_the_log_like_the_engine(tmp_path):
     writer = CommitLogWriter(tmp_path / "store", 4096)
     for i in range(5):

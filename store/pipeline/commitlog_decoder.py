@@ -227,7 +227,8 @@ class RecordDecoder:
         if name == "position":
             return pa.array(pos, type=pa.int32())
         if name == "file_name":
-            return pa.array(np.full(len(layout), self.file_name, dtype=object), type=pa.string())
+            # One value repeated: a C-level take instead of n Python string objects.
+            return pa.array([self.file_name], type=pa.string()).take(pa.array(np.zeros(len(layout), np.int32)))
         if name == "store_timestamp":
             return pa.array(gather_int(buf, layout.store_timestamp_at, 8), type=pa.int64())
         tail = layout.store_host_at + np.where(layout.store_v6, 20, 8)

@@ -168,8 +168,9 @@ def compare_queues(source: QueueStoreSpec, target: QueueStoreSpec, queues: list[
     return counts
 
 
-def _compare_partition(source, target, store_times):
+def _compare_partition(source, target, store_times_broadcast):
     def run(rows):
+        store_times = None if store_times_broadcast is None else store_times_broadcast.value
         yield compare_queues(source, target, [tuple(r) for r in rows], store_times)
     return run
 
@@ -198,9 +199,15 @@ def verify_stores(source: QueueStoreSpec, target: QueueStoreSpec, *, master: str
     context = spark.sparkContext
     context.setJobDescription(f"migrate: verify {len(queues)} queues")
     partitions = max(1, min(len(queues), 2 * context.defaultParallelism))
-    for part in context.parallelize(queues, partitions).mapPartitions(
-            _compare_partition(source, target, store_times)).collect():
-        counts.add(part)
+    # One copy of the store-time table per executor, not one per task closure.
+    shared_times = None if store_times is None else context.broadcast(store_times)
+    try:
+        for part in context.parallelize(queues, partitions).mapPartitions(
+                _compare_partition(source, target, shared_times)).collect():
+            counts.add(part)
+    finally:
+        if shared_times is not None:
+            shared_times.unpersist()
     return counts
 
 
