@@ -51,7 +51,10 @@ def segment_pointer_figure(segments: Sequence, pointers: Mapping[str, int]) -> g
                       annotation_font_color=POINTER_COLORS[names_here[0]])
     fig.update_layout(barmode="overlay", xaxis_title="physical offset (bytes)",
                       yaxis=dict(autorange="reversed", title="segment file", type="category"))
-    return _layout(fig, "Commit log segments and pointers", height=max(260, 60 + 28 * len(segments)))
+    _layout(fig, "Commit log segments and pointers", height=max(260, 60 + 28 * len(segments)))
+    # Legend above the plot, right of the title: below it, it would sit on the x-axis title.
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1))
+    return fig
 
 
 def segment_fill_figure(segments: Sequence) -> go.Figure:
@@ -84,8 +87,11 @@ def rates_figure(rates: pd.DataFrame) -> go.Figure:
                                  name="dispatch KiB/s", mode="lines"))
         fig.add_trace(go.Scatter(x=rates["time"], y=rates["backlog_kib"], name="backlog KiB",
                                  mode="lines", yaxis="y2", line=dict(dash="dot")))
-    fig.update_layout(yaxis_title="rate", yaxis2=dict(title="backlog KiB", overlaying="y",
-                                                      side="right", rangemode="tozero"))
+    backlog_max = float(rates["backlog_kib"].max()) if not rates.empty else 0.0
+    # Both axes start at zero so "no backlog" sits on the rate axis' zero line.
+    fig.update_layout(yaxis=dict(title="rate", rangemode="tozero"),
+                      yaxis2=dict(title="backlog KiB", overlaying="y", side="right",
+                                  range=[0, max(1.0, backlog_max * 1.15)], showgrid=False))
     return _layout(fig, "Put and dispatch rates")
 
 
@@ -156,11 +162,18 @@ def recovery_pointers_figure(before: Mapping[str, int], after: Mapping[str, int]
     return _layout(fig, "Pointers before and after recovery")
 
 
+SEVERITY_COLORS = {"error": "#d62728", "warning": COLOR_FILLER, "info": COLOR_DATA}
+
+
 def findings_figure(findings: pd.DataFrame) -> go.Figure:
-    """Number of health findings per severity."""
+    """Number of health findings per severity (error, warning, info always shown, zeros too)."""
     fig = go.Figure()
     if not findings.empty and "severity" in findings:
         counts = findings["severity"].value_counts()
-        fig.add_trace(go.Bar(x=list(counts.index), y=list(counts.values), marker_color=COLOR_FILLER))
-    fig.update_layout(xaxis_title="severity", yaxis_title="findings")
-    return _layout(fig, "Findings by severity", height=260)
+        names = list(SEVERITY_COLORS) + sorted(set(counts.index) - set(SEVERITY_COLORS))
+        values = [int(counts.get(name, 0)) for name in names]
+        fig.add_trace(go.Bar(y=names, x=values, orientation="h", text=values, textposition="auto",
+                             marker_color=[SEVERITY_COLORS.get(n, COLOR_FREE) for n in names]))
+    fig.update_layout(xaxis_title="findings", yaxis=dict(autorange="reversed", type="category"),
+                      xaxis=dict(rangemode="tozero", dtick=1 if len(findings) <= 10 else None))
+    return _layout(fig, "Findings by severity", height=220)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pandas as pd
 
@@ -24,9 +25,23 @@ def _as_dict(finding) -> dict:
     return row
 
 
-def findings_frame(findings) -> pd.DataFrame:
+FIRST_COLUMNS = ("severity", "component", "message", "path", "position")
+
+
+def findings_frame(findings, root: str | None = None) -> pd.DataFrame:
+    """One row per finding, errors first; the message before the path (the part people read), and
+    paths under `root` shown relative to it."""
     rows = [_as_dict(f) for f in (findings or [])]
+    if root:
+        for row in rows:
+            path = row.get("path")
+            if isinstance(path, str) and os.path.isabs(path) and \
+                    os.path.commonpath([path, root]) == os.path.normpath(root):
+                row["path"] = os.path.relpath(path, root)
     frame = pd.DataFrame(rows)
+    if not frame.empty:
+        frame = frame[[c for c in FIRST_COLUMNS if c in frame] +
+                      [c for c in frame if c not in FIRST_COLUMNS]]
     if not frame.empty and "severity" in frame:
         frame["severity"] = frame["severity"].astype(str).str.lower()
         frame = frame.sort_values("severity", key=lambda s: s.map(lambda v: SEVERITY_ORDER.get(v, 3)),

@@ -15,7 +15,8 @@ if st.button("Run the checks", key="health_run") or "health_findings" not in st.
     try:
         with handle.lock:
             handle.refresh()
-            st.session_state.health_findings = findings_frame(store.check())
+            st.session_state.health_findings = findings_frame(store.check(),
+                                                             store.config.store_path_root_dir)
     except EXPECTED_ERRORS as error:
         user_error(error)
         st.session_state.health_findings = None

@@ -90,7 +90,19 @@ def test_other_figures():
     fig = figures.recovery_pointers_figure({"wrote": 10}, {"wrote": 8, "reput": 8})
     assert list(fig.data[1].y) == [8, 8]
     findings = pd.DataFrame({"severity": ["error", "warning", "warning"]})
-    assert sorted(figures.findings_figure(findings).data[0].y) == [1, 2]
+    fig = figures.findings_figure(findings)
+    assert list(fig.data[0].y) == ["error", "warning", "info"] and list(fig.data[0].x) == [1, 2, 0]
+
+
+def test_findings_frame_puts_the_message_first_and_shortens_paths():
+    from app.health_data import findings_frame
+    from store.check_findings import Finding
+    findings = [Finding("info", "files", "/s/root/abort", None, "abort file present"),
+                Finding("error", "index", "/elsewhere/x", 4, "bad")]
+    frame = findings_frame(findings, "/s/root")
+    assert list(frame.columns) == ["severity", "component", "message", "path", "position"]
+    assert list(frame["severity"]) == ["error", "info"]
+    assert list(frame["path"]) == ["/elsewhere/x", "abort"]
 
 
 def _record(body=b"hello", props=b"TAGS\x01a\x02KEYS\x01k1"):

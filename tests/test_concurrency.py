@@ -1,23 +1,23 @@
-"""Concurrency soak: producers, pullers, the store's services, a cleaner and a read-only observer process
-all at once, for a bounded time.
+"""Concurrency soak: producers, pullers, the store's services, a cleaner and a read-only observer
+process all at once, for a bounded time.
 
 Running together for `RMQ_SOAK_SECONDS` (15 s in the quick run):
 
-* 3 producer threads: single puts and 3-message batches into 4 queues of one topic; every body carries
-  (producer, seq), a payload and a CRC of both, so a torn or half-written record cannot pass as good;
+* 3 producer threads: single puts and 3-message batches into 4 queues of one topic; every body
+  carries (producer, seq), a payload and a CRC of both, so a torn or half-written record cannot pass
+  as good;
 * 4 puller threads, each its own consumer group reading every queue (2 of them long-polling);
 * the store's own dispatch (reput), flush and (transient pool) commit services;
 * a cleaner thread: it ages (fake mtime, `fileReservedTime=1` h) the segments every puller has
-  consumed, and runs `clean_expired_files()`, so segments, CQ files and index files are deleted while
-  everyone reads;
+  consumed, and runs `clean_expired_files()`, so segments, CQ files and index files are deleted
+  while everyone reads;
 * a read-only observer in another process (`MessageStore.open(read_only=True)` + `refresh()`).
 
-Then producers stop, pullers drain, and the test asserts: every acknowledged message is pulled exactly
-once by every puller (none lost, none duplicated, none unacknowledged); each queue reads in order
-(consecutive queue offsets, each producer's seq increasing); every body is whole; the observer saw
-only whole records, in order, with no unexpected exception; the cleaner deleted files; a key query
-finds a message from the end; `check()` after close has no error.
-"""
+Then producers stop, pullers drain, and the test asserts: every acknowledged message is pulled
+exactly once by every puller (none lost, none duplicated, none unacknowledged); each queue reads in
+order (consecutive queue offsets, each producer's seq increasing); every body is whole; the observer
+saw only whole records, in order, with no unexpected exception; the cleaner deleted files; a key
+query finds a message from the end; `check()` after close has no error."""
 
 from __future__ import annotations
 

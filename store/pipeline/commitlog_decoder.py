@@ -247,7 +247,7 @@ class RecordDecoder:
         if name == "topic":
             return self.topics(layout)
         if name == "properties_raw":
-            return binary_array(*ragged_slices(buf, layout.properties_at, layout.properties_length))
+            return binary_array(*self._properties_bytes(layout))
         parsed = self._properties(layout)
         if name == "properties":
             return parsed.to_map()
@@ -269,9 +269,15 @@ class RecordDecoder:
             codes = np.where(delayed, stamps + DELAY_LEVELS_MS[np.clip(level - 1, 0, None)], codes)
         return pa.array(codes, type=pa.int64())
 
+    def _properties_bytes(self, layout: RecordLayout) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets, bytes) of every PROPERTIES field, cut once for `properties_raw` and the parser."""
+        if "properties_bytes" not in layout.cache:
+            layout.cache["properties_bytes"] = ragged_slices(self.buf, layout.properties_at, layout.properties_length)
+        return layout.cache["properties_bytes"]
+
     def _properties(self, layout: RecordLayout):
         if "properties" not in layout.cache:
-            offsets, data = ragged_slices(self.buf, layout.properties_at, layout.properties_length)
+            offsets, data = self._properties_bytes(layout)
             layout.cache["properties"] = parse_properties(data, offsets)
         return layout.cache["properties"]
 
