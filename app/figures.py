@@ -44,10 +44,13 @@ def segment_pointer_figure(segments: Sequence, pointers: Mapping[str, int]) -> g
         if name in POINTER_COLORS and value is not None and value >= 0:
             by_value.setdefault(value, []).append(name)
     for row, (value, names_here) in enumerate(sorted(by_value.items())):
-        # Pointers at the same offset share one line and one label, so labels never overlap.
+        # Pointers at the same offset share one line and one label. Labels of neighbouring lines
+        # point away from each other (lower offset to the left, higher to the right), and every
+        # pair sits one text line lower than the previous pair, so close pointers stay readable.
         fig.add_vline(x=value, line_color=POINTER_COLORS[names_here[0]], line_dash="dot",
                       annotation_text=f"{' = '.join(names_here)}: {value:,}",
-                      annotation_position="top left" if row % 2 else "top right",
+                      annotation_position="top right" if row % 2 else "top left",
+                      annotation_yshift=-16 * (row // 2),
                       annotation_font_color=POINTER_COLORS[names_here[0]])
     fig.update_layout(barmode="overlay", xaxis_title="physical offset (bytes)",
                       yaxis=dict(autorange="reversed", title="segment file", type="category"))
@@ -75,6 +78,15 @@ def segment_fill_figure(segments: Sequence) -> go.Figure:
     return _layout(fig, "Segment fill level")
 
 
+def nice_step(rough: float) -> float:
+    """The 1, 2 or 5 times a power of ten nearest above `rough` (> 0): a readable tick spacing."""
+    power = 10.0 ** np.floor(np.log10(rough))
+    for factor in (1, 2, 5, 10):
+        if factor * power >= rough:
+            return float(factor * power)
+    return float(10 * power)
+
+
 def rates_figure(rates: pd.DataFrame) -> go.Figure:
     """Put rate (messages/s and bytes/s) and dispatch backlog over time."""
     fig = go.Figure()
@@ -91,7 +103,9 @@ def rates_figure(rates: pd.DataFrame) -> go.Figure:
     # Both axes start at zero so "no backlog" sits on the rate axis' zero line.
     fig.update_layout(yaxis=dict(title="rate", rangemode="tozero"),
                       yaxis2=dict(title="backlog KiB", overlaying="y", side="right",
-                                  range=[0, max(1.0, backlog_max * 1.15)], showgrid=False))
+                                  range=[0, max(1.0, backlog_max * 1.15)], showgrid=False,
+                                  tickmode="linear", tick0=0,
+                                  dtick=nice_step(max(1.0, backlog_max * 1.15) / 4)))
     return _layout(fig, "Put and dispatch rates")
 
 

@@ -54,6 +54,27 @@ def totals(store) -> dict[str, int]:
     }
 
 
+def scale_bytes(size_bytes: int) -> tuple[str, str]:
+    """(unit, number) for a byte count in a narrow metric tile: the number stays at most five
+    characters (exact bytes below 10,000; else KiB/MiB/GiB/TiB with three significant digits)."""
+    if size_bytes < 10_000:
+        return "B", f"{size_bytes:,}"
+    value = float(size_bytes)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1000 or unit == "TiB":
+            return unit, f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
+    raise AssertionError("unreachable")
+
+
+def metric_tile(name: str, value: int, *, is_bytes: bool = False) -> tuple[str, str]:
+    """(label, value) of a metric tile; byte counts carry their unit in the label so they fit."""
+    if not is_bytes:
+        return name, f"{value:,}"
+    unit, number = scale_bytes(value)
+    return f"{name} ({unit})", number
+
+
 def flush_settings(store) -> dict[str, str]:
     cfg = store.config
     return {

@@ -27,8 +27,9 @@ def live_panel() -> None:
         return
     cols = st.columns(6)
     for col, (name, value) in zip(cols, totals.items()):
-        col.metric(name, f"{value:,}")
-    cols[5].metric("dispatch backlog", f"{store.dispatch_behind_bytes():,} B")
+        col.metric(*overview_data.metric_tile(name, value, is_bytes=(name == "bytes")))
+    cols[5].metric(*overview_data.metric_tile("dispatch backlog", store.dispatch_behind_bytes(),
+                                              is_bytes=True))
     st.plotly_chart(figures.segment_pointer_figure(segments, pointers), key="overview_segments")
     frame(pd.DataFrame([pointers]))
     st.plotly_chart(figures.rates_figure(overview_data.rates(samples)), key="overview_rates")

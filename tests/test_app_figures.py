@@ -46,6 +46,21 @@ def test_segment_pointer_figure_has_three_layers_and_pointer_lines():
     assert any(a.text.startswith("wrote = committed") for a in fig.layout.annotations)
 
 
+def test_pointer_labels_of_close_pointers_point_apart():
+    fig = figures.segment_pointer_figure(SEGMENTS, {"flushed": 1200, "wrote": 1300, "reput": 1250})
+    positions = [(a.text.split(":")[0], a.xanchor, a.yshift) for a in fig.layout.annotations]
+    assert positions == [("flushed", "right", 0), ("reput", "left", 0), ("wrote", "right", -16)]
+
+
+def test_metric_tiles():
+    from app.overview_data import metric_tile, scale_bytes
+    assert [scale_bytes(n) for n in (377, 9_999, 10_240, 1_046_446, 1_117_008, 5 * 2**30)] == \
+        [("B", "377"), ("B", "9,999"), ("KiB", "10"), ("MiB", "0.998"), ("MiB", "1.07"), ("GiB", "5")]
+    assert metric_tile("messages", 1234567) == ("messages", "1,234,567")
+    assert metric_tile("bytes", 838_126, is_bytes=True) == ("bytes (KiB)", "818")
+    assert [figures.nice_step(x) for x in (0.25, 1.2, 7, 0.07)] == [0.5, 2.0, 10.0, 0.1]
+
+
 def test_segment_fill_percentages():
     fig = figures.segment_fill_figure(SEGMENTS)
     assert list(fig.data[0].y) == [90.0, 30.0] and list(fig.data[2].y) == [0.0, 70.0]

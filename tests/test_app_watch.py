@@ -132,14 +132,16 @@ def test_overview_page_follows_the_writer(live):
     try:
         visit(at, "overview")
 
-        def metric(label: str) -> int:
-            return int(next(m.value for m in at.metric if m.label == label).replace(",", ""))
+        def observed() -> tuple[int, int]:
+            messages = next(m.value for m in at.metric if m.label == "messages")
+            pointers = next(f.value for f in at.dataframe if "max_phy_offset" in f.value.columns)
+            return int(messages.replace(",", "")), int(pointers["max_phy_offset"].iloc[0])
 
-        before = (metric("messages"), metric("bytes"))
+        before = observed()
         time.sleep(1.0)
         at.run()
         assert not at.exception, [e.value for e in at.exception]
-        after = (metric("messages"), metric("bytes"))
+        after = observed()
         assert after[0] > before[0] and after[1] > before[1], (before, after)
         assert any(h.value == "File events (watchdog)" for h in at.subheader)
     finally:
