@@ -1,7 +1,7 @@
 """Decode throughput of the pipeline's commit-log decoder against the I/O bound, in one run.
 
     python -m bench.decode_bench --size-mb 2048     # the figure in docs/pipeline.md
-    python -m bench.decode_bench --size-mb 64       # smoke run (also: --size smoke, used by run_all)
+    python -m bench.decode_bench --size-mb 16       # smoke run (also: --size smoke, used by run_all)
 
 A synthetic store of `--size-mb` MiB is written under /tmp (or `--workdir`) and deleted afterwards:
 1 KiB records (v1, IPv4 hosts), 256 topics x 8 queues, TAGS/KEYS/UNIQ_KEY properties with a distinct
@@ -175,13 +175,13 @@ def main(argv=None) -> common.Report:
         sys.path.insert(0, common.REPO_ROOT)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=None, help="commit-log size in MiB (>= 2048 for the figure)")
-    parser.add_argument("--size", choices=("smoke", "full"), default=None, help="smoke = 64 MiB, full = 2048 MiB")
+    parser.add_argument("--size", choices=("smoke", "full"), default=None, help="smoke = 16 MiB, full = 2048 MiB")
     parser.add_argument("--workdir", default=None, help="parent of the scratch store (default /tmp)")
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--no-json", action="store_true")
     args = parser.parse_args(argv)
     if args.size_mb is None:
-        args.size_mb = 64 if args.size == "smoke" else 2048
+        args.size_mb = 16 if args.size == "smoke" else 2048
     size_name = args.size or ("full" if args.size_mb >= 2048 else "smoke")
     args.reps = args.reps or (3 if size_name == "full" else 1)
     report = common.Report("decode", size_name, f"python -m bench.decode_bench --size-mb {args.size_mb}"

@@ -20,7 +20,7 @@ def test_scenario_runs_at_smoke_size(name, tmp_path, capsys):
     assert list(tmp_path.iterdir()) == [], "scratch stores must be deleted"
 
 
-def test_run_all_skips_decode_when_absent(tmp_path, capsys, monkeypatch):
+def test_run_all_runs_the_decode_scenario(tmp_path, capsys, monkeypatch):
     from bench import run_all
     monkeypatch.setattr(run_all.common, "RESULTS_DIR", str(tmp_path / "results"))
     assert run_all.main(["--size", "smoke", "--only", "decode", "--workdir", str(tmp_path)]) == 0
