@@ -20,6 +20,7 @@ import numpy as np
 from store.codec.cq_unit import CqUnit
 from store.consume_queue import ConsumeQueueSettings, StoreTimeOf, check_boundary
 from store.errors import ReadOnlyStoreError
+from store.mapped_file import fsync_directory
 from store.file_consume_queue import FileConsumeQueue
 from store.mapped_file import OS_PAGE_SIZE
 
@@ -27,13 +28,13 @@ __all__ = ["FileConsumeQueue", "FileConsumeQueueStore", "parse_queue_id", "defau
 
 
 def default_max_mapped_queues() -> int:
-    """How many queues may be mapped at once: an eighth of the descriptor limit (each mapping holds a
-    descriptor in Python 3.11; a queue usually has one to three files; the commit log, index files
-    and sockets need the rest)."""
+    """How many queues may be mapped at once: half of the descriptors left after a reserve of 2048
+    (each mapping holds a descriptor in Python 3.11; a queue being written has one or two files;
+    the commit log, index files and sockets use the reserve)."""
     soft_limit, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft_limit == resource.RLIM_INFINITY:
-        return 8192
-    return max(64, soft_limit // 8)
+        return 16384
+    return max(64, (soft_limit - 2048) // 2)
 
 
 _QUEUE_ID_PATTERN = re.compile(r"[+-]?\d{1,10}")
@@ -62,6 +63,8 @@ class FileConsumeQueueStore:
         self.commit_log_min_offset = 0
         self.max_mapped_queues = default_max_mapped_queues()
         self._mapped: OrderedDict[tuple[str, int], FileConsumeQueue] = OrderedDict()
+        self._directories_to_sync: set[str] = set()
+        self._directories_lock = threading.Lock()
 
     def _touch(self, queue: FileConsumeQueue) -> None:
         """LRU of mapped queues: the least recently used ones are unmapped past the cap."""
@@ -95,7 +98,24 @@ class FileConsumeQueueStore:
                                  read_only=self.read_only, style=self.style)
         queue.commit_log_min_offset = self.commit_log_min_offset
         queue.on_touch = self._touch
+        queue.on_new_directory_entry = self._note_directory
         return queue
+
+    def _note_directory(self, directory: str) -> None:
+        with self._directories_lock:
+            self._directories_to_sync.add(directory)
+
+    def _sync_directories(self) -> None:
+        """fsync the directories that got new files since the last flush (each once), so that a
+        flushed unit's file can never vanish in a power cut while a later file survives."""
+        with self._directories_lock:
+            pending, self._directories_to_sync = self._directories_to_sync, set()
+        # Deepest first: a new queue directory's entry lives in its topic directory.
+        for directory in sorted(pending, key=lambda d: d.count(os.sep), reverse=True):
+            try:
+                fsync_directory(directory)
+            except FileNotFoundError:
+                pass   # deleted since (expiry)
 
     def load(self) -> None:
         """Map every queue's files (sizes checked: CorruptDataError names the bad file)."""
@@ -162,6 +182,8 @@ class FileConsumeQueueStore:
                        for queue in self._queues.values())
 
     def flush(self, least_pages: int = 0) -> None:
+        if not self.read_only:
+            self._sync_directories()
         with self._lock:
             for queue in list(self._queues.values()):
                 if queue.is_mapped:

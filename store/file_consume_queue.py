@@ -52,6 +52,9 @@ class FileConsumeQueue(OnDemandMapping):
         self._mapped_files: MappedFileQueue | None = self._new_file_queue()
         self._hibernated = None  # saved positions while the files are unmapped (see hibernate)
         self.on_touch = None     # set by the store: keeps the number of mapped queues bounded
+        # Set by the store: records directories whose new entries must be fsynced before the next
+        # flush of unit data (batched; a directory fsync per new queue would stall dispatch).
+        self.on_new_directory_entry = None
         self.max_phy_end = -1          # maxPhysicOffset: end of the last unit written/recovered
         self.min_logic_offset = 0      # CQ byte offset of the first unit still backed by the log
         self.commit_log_min_offset = 0  # last value seen by correct_min_offset (time lookups)
@@ -172,7 +175,10 @@ class FileConsumeQueue(OnDemandMapping):
             levels = 3 if files_before == 0 else 1  # the queue's and maybe new topic directories
             directory = self.directory
             for _ in range(levels):
-                fsync_directory(directory)
+                if self.on_new_directory_entry is not None:
+                    self.on_new_directory_entry(directory)
+                else:
+                    fsync_directory(directory)
                 directory = os.path.dirname(directory)
         return mapped
 

@@ -22,8 +22,11 @@ from store.mapped_file_queue import MappedFileQueue
 
 class OnDemandMapping:
     def _new_file_queue(self) -> MappedFileQueue:
-        return MappedFileQueue(self.directory, self.file_size_bytes, read_only=self.read_only,
-                               allow_empty_last_file=self.style == STYLE_5X)
+        queue = MappedFileQueue(self.directory, self.file_size_bytes, read_only=self.read_only,
+                                allow_empty_last_file=self.style == STYLE_5X)
+        queue.sync_directories = False   # batched: see FileConsumeQueue._last_file_or_create
+        queue.pwrite_appends = True      # as 5.x's putConsumeQueueDataByFileChannel
+        return queue
 
     @property
     def mapped_files(self) -> MappedFileQueue:

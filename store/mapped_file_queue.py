@@ -46,6 +46,11 @@ class MappedFileQueue:
         self.write_buffer_pool = None
         # warmMapedFileEnable: touch every page of a new segment before the writer reaches it.
         self.warm_new_files = False
+        # False: the owner makes new files' directory entries durable itself (consume queues
+        # batch those fsyncs into their periodic flush).
+        self.sync_directories = True
+        # Appends by pwrite instead of through the maps (see MappedFile.pwrite_appends).
+        self.pwrite_appends = False
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -86,6 +91,7 @@ class MappedFileQueue:
                 mapped = MappedFile(os.path.join(self.directory, name), self.file_size_bytes,
                                     read_only=self.read_only)
                 mapped.set_positions(self.file_size_bytes)
+                mapped.pwrite_appends = self.pwrite_appends
                 files.append(mapped)
         except CorruptDataError:
             for mapped in files:
@@ -182,7 +188,8 @@ class MappedFileQueue:
         buffer = self.write_buffer_pool.borrow() if self.write_buffer_pool else None
         release = self.write_buffer_pool.give_back if buffer is not None else None
         mapped = MappedFile(path, self.file_size_bytes, create=True, write_buffer=buffer,
-                            release_write_buffer=release)
+                            release_write_buffer=release, sync_directory=self.sync_directories)
+        mapped.pwrite_appends = self.pwrite_appends
         if self.warm_new_files and buffer is None:
             mapped.warm()
         with self._files_lock:
