@@ -37,7 +37,7 @@ from store.errors import StoreError
 from tests.engine_util import small_config
 
 SOAK_SECONDS = float(os.environ.get("RMQ_SOAK_SECONDS", "15"))
-SOAK_SECONDS_SLOW = float(os.environ.get("RMQ_SOAK_SECONDS_SLOW", "60"))
+SOAK_SECONDS_SLOW = float(os.environ.get("RMQ_SOAK_SECONDS_SLOW", "20"))
 DRAIN_SECONDS_MAX = 15.0
 TOPIC = "Soak"
 QUEUES = 4

@@ -37,7 +37,7 @@ covers them in RocketMQ's format:
 
 Seeds: `RMQ_CORRUPTION_SEED` (base, default 0), `RMQ_CORRUPTION_CASES` (cases in the quick run,
 default 2000, a 10 % share on the fixtures, which cost 2-4x an engine store per case) and
-`RMQ_CORRUPTION_CASES_SLOW` (the slow run, default 20000, uniform). A failure names its seed; to
+`RMQ_CORRUPTION_CASES_SLOW` (the slow run, default 3000, uniform). A failure names its seed; to
 replay it first: `RMQ_CORRUPTION_SEED=<seed> RMQ_CORRUPTION_CASES=100 pytest
 tests/test_corruption.py -k "copies and [0]"`. Cases run in /dev/shm when it exists.
 """
@@ -64,7 +64,7 @@ from tests.fixtures_util import copy_store, fixture_dirs, fixture_id, store_conf
 
 BASE_SEED = int(os.environ.get("RMQ_CORRUPTION_SEED", "0"))
 CASES_QUICK = int(os.environ.get("RMQ_CORRUPTION_CASES", "2000"))
-CASES_SLOW = int(os.environ.get("RMQ_CORRUPTION_CASES_SLOW", "20000"))
+CASES_SLOW = int(os.environ.get("RMQ_CORRUPTION_CASES_SLOW", "3000"))
 CHUNK = 100
 FIXTURE_SHARE_QUICK = 0.1    # fixtures cost 2-4x an engine store per case; the slow run is uniform
 FILE_KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "config")
