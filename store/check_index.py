@@ -34,6 +34,9 @@ def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
     previous_end_phy = None
     for name in sorted(os.listdir(index_dir)):
         path = os.path.join(index_dir, name)
+        if name.endswith(".creating") and name[:-len(".creating")].isdigit():
+            sink.add("info", "files", path, None, "leftover of an interrupted index file creation")
+            continue
         if not name.isdigit() or not os.path.isfile(path):
             sink.add("warning", "files", path, None, "not an index file name: ignored by the store")
             continue

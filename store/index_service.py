@@ -84,6 +84,11 @@ class IndexService:
             entries = list(os.scandir(self.index_dir))
         except FileNotFoundError:
             return []
+        if not self.read_only:
+            for entry in entries:
+                # Our own temporary name of an index file whose creation a crash interrupted.
+                if entry.name.endswith(".creating") and entry.name[:-len(".creating")].isdigit():
+                    os.remove(entry.path)
         return sorted(e.name for e in entries if e.name.isdigit() and e.is_file())
 
     def _open(self, name: str) -> IndexFile:
