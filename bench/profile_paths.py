@@ -27,7 +27,7 @@ def top_lines(profile: cProfile.Profile, key: str, limit: int) -> list[str]:
         rows.append((tottime if key == "tottime" else cumtime, calls, tottime, cumtime,
                      f"{path.replace(common.REPO_ROOT + '/', '')}:{line}({func})"))
     rows.sort(reverse=True)
-    out = [f"| function | calls | own s | own % | cumulative s | cumulative % |", "|---|---|---|---|---|---|"]
+    out = ["| function | calls | own s | own % | cumulative s | cumulative % |", "|---|---|---|---|---|---|"]
     for _, calls, tottime, cumtime, name in rows[:limit]:
         out.append(f"| `{name}` | {calls:,} | {tottime:.3f} | {100 * tottime / total:.1f} | "
                    f"{cumtime:.3f} | {100 * cumtime / total:.1f} |")
