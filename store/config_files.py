@@ -23,6 +23,7 @@ from typing import Any
 
 from store.codec import fastjson
 from store.codec.javahash import java_string_hash
+from store.mapped_file import fsync_directory
 from store.errors import ConfigError, CorruptDataError, ReadOnlyStoreError
 
 STYLES = ("4.9", "5.x", "auto")
@@ -35,15 +36,6 @@ def _wall_clock_ms() -> int:
 
 
 # --------------------------------------------------------------------------------------- atomic writes
-
-def fsync_dir(directory: str | os.PathLike) -> None:
-    """fsync a directory so a rename inside it survives a crash."""
-    fd = os.open(os.fspath(directory) or ".", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, tmp_path: str | None = None) -> None:
     """Replace `path` with `data`: write `<path>.tmp`, fsync, os.replace, fsync the directory."""
@@ -61,7 +53,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, tmp_path: str | Non
         raise
     os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path))
+    fsync_directory(os.path.dirname(path))
 
 
 # ------------------------------------------------------------------------------------- JsonConfigFile

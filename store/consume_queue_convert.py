@@ -7,25 +7,11 @@ the commit log gives for it (the RocksDB value keeps it, spec §13.2). Pre-fill 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from store.codec.cq_unit import is_prefill_unit
+from store.codec.message import DispatchRequest
 from store.consume_queue import StoreTimeOf
 
 BATCH_UNITS = 256  # RocketMQ commits RocksDB CQ writes in groups of up to 256 (spec §13.5)
-
-
-@dataclass(frozen=True, slots=True)
-class UnitRequest:
-    """The DispatchRequest attributes `put_units` reads."""
-
-    topic: str
-    queue_id: int
-    commit_log_offset: int
-    msg_size: int
-    tags_code: int
-    store_timestamp: int
-    consume_queue_offset: int
 
 
 def copy_queues(source, target, store_time_of: StoreTimeOf) -> int:
@@ -45,8 +31,9 @@ def copy_queues(source, target, store_time_of: StoreTimeOf) -> int:
                     units["tags_code"].tolist())):
                 if is_prefill_unit(phy_offset, size, tags_code):
                     continue
-                batch.append(UnitRequest(topic, queue_id, phy_offset, size, tags_code,
-                                         store_time_of(phy_offset, size), queue_offset + index))
+                batch.append(DispatchRequest(
+                    topic, queue_id, phy_offset, size, tags_code, store_time_of(phy_offset, size),
+                    queue_offset + index, "", None, 0, 0, {}))
                 if len(batch) >= BATCH_UNITS:
                     target.put_units(batch)
                     written += len(batch)

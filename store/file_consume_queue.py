@@ -21,6 +21,7 @@ from store.codec.cq_unit import (CQ_UNIT_DTYPE, CQ_UNIT_SIZE, PREFILL_UNIT, UNIT
 from store.consume_queue import STYLE_5X, StoreTimeOf
 from store.consume_queue_file_time import offset_by_time
 from store.file_consume_queue_mapping import OnDemandMapping
+from store.mapped_file import fsync_directory
 from store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -29,12 +30,6 @@ RECOVER_FROM_LAST_FILES = 3
 SCAN_CHUNK_UNITS = 4096  # recovery reads a file in chunks so an all-zero tail is never read whole
 
 
-def fsync_directory(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileConsumeQueue(OnDemandMapping):

@@ -22,7 +22,8 @@ import os
 import struct
 import threading
 
-from store.config_files import atomic_write_bytes, fsync_dir
+from store.config_files import atomic_write_bytes
+from store.mapped_file import fsync_directory
 from store.errors import StoreLockedError
 
 LOCK_FILE = "lock"
@@ -150,7 +151,7 @@ def create_abort(root: str | os.PathLike, style: str) -> None:
         if not os.path.exists(path):
             with open(path, "xb") as f:
                 os.fsync(f.fileno())
-            fsync_dir(os.fspath(root))
+            fsync_directory(root)
         return
     try:
         with open(path, "rb") as f:
@@ -169,7 +170,7 @@ def delete_abort(root: str | os.PathLike, style: str) -> None:
         os.unlink(abort_path(root))
     except FileNotFoundError:
         return
-    fsync_dir(os.fspath(root))
+    fsync_directory(root)
 
 
 def read_abort_pid(root: str | os.PathLike) -> int | None:

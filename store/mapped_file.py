@@ -57,10 +57,10 @@ def create_sparse_file(path: str, size_bytes: int, *, sync_directory: bool = Tru
         fsync_directory(os.path.dirname(path))
 
 
-def fsync_directory(directory: str) -> None:
+def fsync_directory(directory: str | os.PathLike) -> None:
     """Make a file's creation, rename or deletion in `directory` durable (a power cut otherwise may
     lose the directory entry of a segment whose data was flushed)."""
-    fd = os.open(directory or ".", os.O_RDONLY)
+    fd = os.open(os.fspath(directory) or ".", os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:

@@ -214,24 +214,22 @@ class MappedFileQueue:
 
     def flush(self, least_pages: int = 0) -> bool:
         """Flush the file holding `flushed_where`; True if the flushed offset moved."""
-        mapped = self.find_file(self.flushed_where) or self._file_at_boundary(self.flushed_where)
-        if mapped is None:
-            return False
-        position = mapped.flush(least_pages)
-        new_where = mapped.file_from_offset + position
-        moved = new_where != self.flushed_where
-        self.flushed_where = new_where
-        return moved
+        return self._advance("flushed_where", MappedFile.flush, least_pages)
 
     def commit(self, least_pages: int = 0) -> bool:
-        mapped = self.find_file(self.committed_where) or self._file_at_boundary(self.committed_where)
+        """Commit (transient pool) the file holding `committed_where`; True if it moved."""
+        return self._advance("committed_where", MappedFile.commit, least_pages)
+
+    def _advance(self, where_name: str, step, least_pages: int) -> bool:
+        """Run `step` (flush or commit) on the file holding the offset `where_name` names and move
+        that offset to the file's new position."""
+        where = getattr(self, where_name)
+        mapped = self.find_file(where) or self._file_at_boundary(where)
         if mapped is None:
             return False
-        position = mapped.commit(least_pages)
-        new_where = mapped.file_from_offset + position
-        moved = new_where != self.committed_where
-        self.committed_where = new_where
-        return moved
+        new_where = mapped.file_from_offset + step(mapped, least_pages)
+        setattr(self, where_name, new_where)
+        return new_where != where
 
     def _file_at_boundary(self, offset: int) -> MappedFile | None:
         # `offset` is the end of a full file: the next file (if any) is the one to work on.

@@ -19,7 +19,7 @@ from store.errors import InvalidTopicError
 
 MAX_PROPERTIES_LENGTH = 32767
 MAX_QUEUE_ID = 65535          # a guard against directory explosions; RocketMQ queues are small ints
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+SCHEDULE_TOPIC = msgcodec.SCHEDULE_TOPIC
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
