@@ -7,13 +7,21 @@ Reference: none in C. We run a Python floor instead, `bisect` over an in-memory 
 store timestamps (what a time lookup costs with the data already in a Python list), to show how much of
 our latency is the interpreter and how much is the store; the goals are absolute (p99 < 50 us).
 
-    python -m bench.lookups [--size smoke|full]
+    python -m bench.lookups [--size smoke|full] [--reuse DIR]
+
+`--reuse DIR` keeps the store in DIR (under /tmp) and opens it again on the next run with the same
+size, skipping the ~2-minute build; without it the store is built in a scratch dir and deleted.
 """
 
 from __future__ import annotations
 
+import argparse
 import bisect
+import contextlib
+import json
+import os
 import random
+import sys
 import time
 
 from bench import common
@@ -22,6 +30,45 @@ from bench.pull import build_store
 QUEUES = 8
 BODY_BYTES = 128
 GOAL_P99_US = 50.0
+REUSE_MARKER = "bench-lookups.json"   # written into a --reuse dir once its store is complete
+
+_reuse_dir: str | None = None          # set by main() from --reuse
+
+
+@contextlib.contextmanager
+def _store_root(args):
+    """The --reuse dir when given (never deleted), else a scratch dir (deleted afterwards)."""
+    if _reuse_dir is None:
+        with common.scratch_dir(args, "lookups") as root:
+            yield root
+        return
+    root = os.path.abspath(_reuse_dir)
+    assert not os.path.realpath(root).startswith(common.REPO_ROOT + os.sep), "never bench inside the repo"
+    os.makedirs(root, exist_ok=True)
+    yield root
+
+
+def _open_or_build(root: str, count: int):
+    """(open store, build seconds or None when an earlier complete store was reused)."""
+    marker = os.path.join(root, REUSE_MARKER)
+    wanted = {"count": count, "body_bytes": BODY_BYTES, "queues": QUEUES}
+    if _reuse_dir is not None and os.path.exists(marker):
+        with open(marker) as f:
+            if json.load(f) == wanted:
+                from store.message_store import MessageStore
+                return MessageStore.open(common.store_config(root)), None
+        raise SystemExit(f"{root} holds a store of another size ({marker}); use another --reuse dir")
+    if _reuse_dir is not None and os.listdir(root):
+        raise SystemExit(f"{root} is not empty and has no {REUSE_MARKER}; use an empty --reuse dir")
+    started = time.perf_counter()
+    store = build_store(root, count, BODY_BYTES, QUEUES)
+    return store, time.perf_counter() - started
+
+
+def _mark_complete(root: str, count: int) -> None:
+    if _reuse_dir is not None:
+        with open(os.path.join(root, REUSE_MARKER), "w") as f:
+            json.dump({"count": count, "body_bytes": BODY_BYTES, "queues": QUEUES}, f)
 
 
 def timed_ops(fn, arguments) -> tuple[float, list[float]]:
@@ -40,10 +87,8 @@ def run(args, report: common.Report) -> None:
     ops = 200 if args.size == "smoke" else 5000
     reps = common.reps_for(args)
     rng = random.Random(42)
-    with common.scratch_dir(args, "lookups") as root:
-        started = time.perf_counter()
-        store = build_store(root, count, BODY_BYTES, QUEUES)
-        build_s = time.perf_counter() - started
+    with _store_root(args) as root:
+        store, build_s = _open_or_build(root, count)
         try:
             first_ms = store.get_earliest_message_time("BenchTopic", 0)
             last_ms = store.get_message_store_timestamp("BenchTopic", 0,
@@ -78,6 +123,7 @@ def run(args, report: common.Report) -> None:
             })
         finally:
             store.close()
+        _mark_complete(root, count)
     ref_rates = [r[0] for r in results["reference"]]
     ref_p99 = [common.percentile(r[1], 99) for r in results["reference"]]
     for name, label in (("key", "key query"), ("time", "time lookup")):
@@ -90,13 +136,30 @@ def run(args, report: common.Report) -> None:
                          higher_is_better=False)
         report.goal(row, f"p99 < {GOAL_P99_US:.0f} us on >= 1M msgs",
                     count >= 1_000_000 and sorted(p99)[len(p99) // 2] < GOAL_P99_US)
+    built = f"built in {build_s:.0f} s" if build_s is not None else f"reused from {_reuse_dir}"
     report.notes.append(f"store of {count:,} messages of {BODY_BYTES} B in {QUEUES} queues (3 index keys "
-                        f"each), built in {build_s:.0f} s with batch-32 puts; {ops} ops per repetition; "
+                        f"each), {built} with batch-32 puts; {ops} ops per repetition; "
                         "warm page cache.")
-    report.extra["store_build_s"] = build_s
+    if build_s is not None:
+        report.extra["store_build_s"] = build_s
 
 
-main = common.scenario_main("lookups", __doc__.splitlines()[0], run)
+_main = common.scenario_main("lookups", __doc__.splitlines()[0], run)
+
+
+def main(argv=None):
+    """`common.scenario_main` plus `--reuse DIR` (parsed here: the shared parser has no such option)."""
+    global _reuse_dir
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--reuse", default=None)
+    known, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if "-h" in rest or "--help" in rest:
+        print("lookups also takes --reuse DIR: keep the store in DIR and reuse it on the next run")
+    _reuse_dir = known.reuse
+    try:
+        return _main(rest)
+    finally:
+        _reuse_dir = None
 
 if __name__ == "__main__":
     main()

@@ -116,8 +116,10 @@ class CommitLog:
         if size + msgcodec.END_FILE_MIN_BLANK_LENGTH > self.segment_size_bytes:
             raise RecordTooLargeForSegment(
                 f"{size} bytes need a commit log segment of at least {size + 8} bytes")
-        queued = is_queued_transaction_type(draft.sys_flag)
-        key = (draft.topic, draft.queue_id)
+        kind = draft.sys_flag & _TRANSACTION_MASK
+        queued = kind != _TRANSACTION_PREPARED and kind != _TRANSACTION_ROLLBACK
+        topic = draft.topic
+        queue_id = draft.queue_id
         view = memoryview(record)
         with self.put_lock:
             store_timestamp = self.clock_ms()
@@ -125,13 +127,15 @@ class CommitLog:
                 store_timestamp = self.last_store_timestamp  # keep store times non-decreasing
             files = self.mapped_files.files
             mapped = files[-1] if files else None
-            if mapped is None or mapped.is_full():
+            if mapped is None or mapped.wrote_position >= mapped.file_size_bytes:
                 mapped = self.mapped_files.last_file_or_create(0)
-            if size + msgcodec.END_FILE_MIN_BLANK_LENGTH > mapped.file_size_bytes - mapped.wrote_position:
+            position = mapped.wrote_position
+            if size + msgcodec.END_FILE_MIN_BLANK_LENGTH > mapped.file_size_bytes - position:
                 self._write_blank(mapped)
                 mapped = self.mapped_files.last_file_or_create(0)
+                position = mapped.wrote_position
+            key = (topic, queue_id)
             queue_offset = self.queue_offsets.get(key, 0) if queued else 0
-            position = mapped.wrote_position
             phy_offset = mapped.file_from_offset + position
             _PATCH_OFFSETS(record, msgcodec.QUEUE_OFFSET_POSITION, queue_offset, phy_offset)
             _PATCH_LONG(record, draft.store_timestamp_position, store_timestamp)
@@ -145,7 +149,7 @@ class CommitLog:
             tags_code = draft.tags_code if draft.delivery_delay_ms < 0 else \
                 store_timestamp + draft.delivery_delay_ms
             self.pending_dispatch.append((phy_offset, DispatchRequest(
-                draft.topic, draft.queue_id, phy_offset, size, tags_code, store_timestamp,
+                topic, queue_id, phy_offset, size, tags_code, store_timestamp,
                 queue_offset, draft.keys, draft.uniq_key, draft.sys_flag,
                 draft.prepared_transaction_offset, draft.properties)))
         return AppendResult(phy_offset, size, queue_offset, store_timestamp,

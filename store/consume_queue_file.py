@@ -236,6 +236,15 @@ class FileConsumeQueueStore:
         with self._lock:
             return queue.get_units(queue_offset, max_units)
 
+    def pull_window(self, topic: str, queue_id: int, queue_offset: int,
+                    max_units: int) -> tuple[int, int, bytes | None] | None:
+        """`FileConsumeQueue.pull_window` under the lock (one call per pull); None: no such queue."""
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            return None
+        with self._lock:
+            return queue.pull_window(queue_offset, max_units)
+
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int,
                                     boundary: str, store_time_of: StoreTimeOf) -> int:
         check_boundary(boundary)

@@ -189,6 +189,22 @@ class FileConsumeQueue(OnDemandMapping):
 
     def get_units(self, queue_offset: int, max_units: int) -> np.ndarray | None:
         """Units from `queue_offset` to the end of the readable part of its file (`getIndexBuffer`)."""
+        data = self.unit_bytes(queue_offset, max_units)
+        return None if data is None else np.frombuffer(data, dtype=CQ_UNIT_DTYPE)
+
+    def pull_window(self, queue_offset: int, max_units: int) -> tuple[int, int, bytes | None]:
+        """(min offset, max offset, the bytes of up to `max_units` units from `queue_offset`): what
+        a pull needs in one call. The bytes are None when the offset is outside [min, max) (nothing
+        is mapped then) or its file is gone."""
+        min_offset = self.min_logic_offset // CQ_UNIT_SIZE
+        max_offset = self.max_offset()
+        if queue_offset < min_offset or queue_offset >= max_offset:
+            return min_offset, max_offset, None
+        return min_offset, max_offset, self.unit_bytes(queue_offset,
+                                                       min(max_units, max_offset - queue_offset))
+
+    def unit_bytes(self, queue_offset: int, max_units: int) -> bytes | None:
+        """A copy of the units `get_units` returns (copied: the file may be unmapped later)."""
         cq_offset = queue_offset * CQ_UNIT_SIZE
         if queue_offset < 0 or cq_offset < self.min_logic_offset:
             return None
@@ -200,10 +216,7 @@ class FileConsumeQueue(OnDemandMapping):
         if readable_units <= 0:
             return None
         count = max(0, min(readable_units, max_units))
-        data = mapped.read(position, count * CQ_UNIT_SIZE)
-        if data is None:
-            return None
-        return np.frombuffer(data, dtype=CQ_UNIT_DTYPE)
+        return mapped.read(position, count * CQ_UNIT_SIZE)
 
     def get_unit(self, queue_offset: int) -> CqUnit | None:
         units = self.get_units(queue_offset, 1)

@@ -197,8 +197,10 @@ class MessageStore(LookupsMixin):
         if (draft.topic, draft.queue_id) not in self._noted_queues:
             self._note_topic(draft.topic, draft.queue_id)
         status = self.services.after_append(appended, messages)
+        msg_ids = appended.msg_ids
         return PutMessageResult(
-            status, appended.wrote_offset, appended.wrote_bytes, ",".join(appended.msg_ids),
+            status, appended.wrote_offset, appended.wrote_bytes,
+            msg_ids[0] if len(msg_ids) == 1 else ",".join(msg_ids),
             appended.queue_offset, appended.store_timestamp, appended.message_count,
             appended.msg_ids,
             error=None if status is PutMessageStatus.PUT_OK else "flush did not complete in time")
@@ -208,11 +210,22 @@ class MessageStore(LookupsMixin):
     def get_message(self, group: str, topic: str, queue_id: int, queue_offset: int,
                     max_msg_nums: int = 32, *, tag_expression: str | None = None,
                     max_total_msg_size: int | None = None, long_poll_ms: int = 0,
-                    decode: bool = True) -> GetMessageResult:
+                    decode: bool | str = True) -> GetMessageResult:
         """Pull messages of one queue (spec §10.1). With `long_poll_ms` > 0, a pull that finds
-        nothing new waits until a matching message is dispatched or the time is up."""
-        self._check_open()
+        nothing new waits until a matching message is dispatched or the time is up.
+
+        `decode`: True gives MessageRecords, False the raw record bytes, "view" zero-copy
+        memoryviews over the mapped commit log (for bulk readers; valid until the segment expires).
+        """
+        if self.closed:
+            raise StoreClosedError("the store is closed")
         tag_filter = TagFilter.parse(tag_expression)
+        if long_poll_ms <= 0:
+            return get_message(
+                self.commit_log, self.consume_queues, topic, queue_id, queue_offset, max_msg_nums,
+                tag_filter=tag_filter, limits=self._limits, known_queue=self.is_known_queue,
+                units_per_cq_file=self._units_per_cq_file,
+                max_total_msg_size=max_total_msg_size, decode=decode)
         deadline = time.monotonic() + long_poll_ms / 1000.0
         started = time.monotonic()
         offset = queue_offset
@@ -220,7 +233,7 @@ class MessageStore(LookupsMixin):
             result = get_message(
                 self.commit_log, self.consume_queues, topic, queue_id, offset, max_msg_nums,
                 tag_filter=tag_filter, limits=self._limits,
-                known_queue=self.is_known_queue(topic, queue_id),
+                known_queue=self.is_known_queue,
                 units_per_cq_file=self._units_per_cq_file,
                 max_total_msg_size=max_total_msg_size, decode=decode)
             waiting_status = result.status in (

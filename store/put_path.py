@@ -6,16 +6,18 @@ placeholder offsets. The commit log patches queue offset, physical offset and st
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from functools import lru_cache
 
 from store.api import Message, PutMessageStatus
 from store.codec import message as msgcodec
 from store.codec.javahash import tags_code as compute_tags_code
-from store.codec.properties import encode_properties
+from store.codec.properties import java_hashmap_order
 from store.codec.topic import validate_topic
 from store.commit_log import RecordDraft
 from store.errors import InvalidTopicError
+from store.kernel import encode_record
 
 MAX_PROPERTIES_LENGTH = 32767
 MAX_QUEUE_ID = 65535          # a guard against directory explosions; RocketMQ queues are small ints
@@ -67,35 +69,51 @@ def _tags_code(tags: str | None) -> int:
     return compute_tags_code(tags)
 
 
+def _refuse_user_properties(user) -> None:
+    """Raise PutRefused naming the first bad user property (the slow, explaining path)."""
+    for name, value in user.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                             f"property {name!r} must map a string to a string")
+        if not name or "\x01" in name or "\x02" in name:
+            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                             f"property name {name!r} is empty or holds a separator character")
+        if "\x02" in value:
+            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                             f"property {name!r} holds the property separator \\x02")
+
+
 def build_properties(message: Message) -> dict[str, str]:
+    """TAGS, KEYS and the user properties of `message`, checked, in HashMap insertion order."""
     properties: dict[str, str] = {}
-    if message.tags:
-        if not isinstance(message.tags, str) or "\x01" in message.tags or "\x02" in message.tags:
+    tags = message.tags
+    if tags:
+        if type(tags) is not str and not isinstance(tags, str) or "\x01" in tags or "\x02" in tags:
             raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
                              "tags must be a string without separator characters")
-        properties["TAGS"] = message.tags
-    keys = message.key_list()
+        properties["TAGS"] = tags
+    keys = message.keys
     if keys:
         try:
-            joined = " ".join(keys)
+            joined = " ".join([k for k in (keys.split(" ") if isinstance(keys, str) else keys) if k])
         except TypeError:
             raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "keys must be strings") from None
-        if "\x01" in joined or "\x02" in joined:
-            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                             "keys must not hold separator characters")
-        properties["KEYS"] = joined
-    if message.properties:
-        for name, value in message.properties.items():
-            if not isinstance(name, str) or not isinstance(value, str):
+        if joined:
+            if "\x01" in joined or "\x02" in joined:
                 raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                                 f"property {name!r} must map a string to a string")
-            if not name or "\x01" in name or "\x02" in name:
-                raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                                 f"property name {name!r} is empty or holds a separator character")
-            if "\x02" in value:
-                raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                                 f"property {name!r} holds the property separator \\x02")
-            properties[name] = value
+                                 "keys must not hold separator characters")
+            properties["KEYS"] = joined
+    user = message.properties
+    if user:
+        # All names and values checked at once; the explaining loop runs only when one is bad.
+        try:
+            names = "".join(user)
+            values = "".join(user.values())
+        except TypeError:
+            names = values = "\x02"
+        if "\x01" in names or "\x02" in names or "\x02" in values or "" in user:
+            _refuse_user_properties(user)
+        properties.update(user)
     return properties
 
 
@@ -129,42 +147,80 @@ def delay_tags_code(properties: dict, store_timestamp: int, delay_levels_ms) -> 
     return store_timestamp + delay_levels_ms[level - 1]
 
 
+@lru_cache(maxsize=256)
+def _host_field(host: str) -> bytes:
+    return msgcodec.msgid.encode_host(host)
+
+
+@lru_cache(maxsize=4096)
+def _topic_field(topic: str) -> bytes:
+    return topic.encode("utf-8")
+
+
+_FORMATTERS: dict[tuple[str, ...], tuple] = {}     # property names -> (values getter, template)
+_FORMATTERS_MAX = 4096
+
+
+def _formatter(names: tuple[str, ...]):
+    # Producers send the same property names over and over: their HashMap order, and a template
+    # with the names already in place, are made once per set of names.
+    order = java_hashmap_order(names, 16) if len(names) > 1 else list(names)
+    template = "\x02".join(name.replace("{", "{{").replace("}", "}}") + "\x01{}" for name in order)
+    getter = operator.itemgetter(*order)
+    formatter = (getter, template, len(order) == 1)
+    if len(_FORMATTERS) < _FORMATTERS_MAX:
+        _FORMATTERS[names] = formatter
+    return formatter
+
+
+def _properties_raw(properties: dict[str, str], style: str) -> bytes:
+    """encode_properties(properties, style=style, capacity=16) for a dict of str values."""
+    if not properties:
+        return b""
+    names = tuple(properties)
+    getter, template, single = _FORMATTERS.get(names) or _formatter(names)
+    text = template.format(getter(properties)) if single else template.format(*getter(properties))
+    return (text if style == "4.9" else text + "\x02").encode("utf-8")
+
+
 def encode_for_put(message: Message, settings: PutSettings, now_ms: int
                    ) -> tuple[bytearray, RecordDraft]:
     """Validate and encode one message; raise PutRefused with RocketMQ's status on bad input."""
-    if not isinstance(message.body, (bytes, bytearray, memoryview)):
-        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "the body must be bytes")
-    body = message.body if type(message.body) is bytes else bytes(message.body)
-    if not isinstance(message.topic, str) or not isinstance(message.queue_id, int):
+    body = message.body
+    if type(body) is not bytes:
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "the body must be bytes")
+        body = bytes(body)
+    topic = message.topic
+    queue_id = message.queue_id
+    if not isinstance(topic, str) or not isinstance(queue_id, int):
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "topic must be a str and queue_id an int")
-    topic_key = (message.topic, settings.allow_v2_records)
+    topic_key = (topic, settings.allow_v2_records)
     if topic_key not in _VALID_TOPICS:
         try:
-            validate_topic(message.topic, allow_v2=settings.allow_v2_records)
+            validate_topic(topic, allow_v2=settings.allow_v2_records)
         except (InvalidTopicError, TypeError) as error:
             raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, str(error)) from None
         if len(_VALID_TOPICS) < _VALID_TOPICS_MAX:
             _VALID_TOPICS.add(topic_key)
-    if not 0 <= message.queue_id <= MAX_QUEUE_ID:
+    if not 0 <= queue_id <= MAX_QUEUE_ID:
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                         f"queue id {message.queue_id} is outside 0..{MAX_QUEUE_ID}")
+                         f"queue id {queue_id} is outside 0..{MAX_QUEUE_ID}")
     if len(body) > settings.max_message_size:
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
                          f"body of {len(body)} bytes exceeds maxMessageSize "
                          f"({settings.max_message_size} bytes)")
     sys_flag = message.sys_flag
-    if (sys_flag or message.flag) and (
-            not -(2**31) <= sys_flag < 2**31 or not -(2**31) <= message.flag < 2**31):
+    flag = message.flag
+    if (sys_flag or flag) and (
+            not -(2**31) <= sys_flag < 2**31 or not -(2**31) <= flag < 2**31):
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "flag and sys_flag must be 32-bit ints")
     properties = build_properties(message)
     if "DELAY" in properties:
-        topic, queue_id = _apply_delay(message.topic, message.queue_id, properties, sys_flag,
-                                       settings)
-    else:
-        topic, queue_id = message.topic, message.queue_id
+        topic, queue_id = _apply_delay(topic, queue_id, properties, sys_flag, settings)
     # The store is handed messages directly (not through a broker's request parser), so it
     # serializes a default 16-bucket HashMap in either style, as the 5.3.3 fixtures show.
-    properties_raw = encode_properties(properties, style=settings.properties_style, capacity=16)
+    properties_raw = _properties_raw(properties, settings.properties_style)
     if len(properties_raw) > MAX_PROPERTIES_LENGTH:
         # Characters over the limit is MESSAGE_ILLEGAL (4.9.7's check); only bytes over it is
         # PROPERTIES_SIZE_EXCEEDED. Characters <= bytes, so only count them here.
@@ -174,33 +230,43 @@ def encode_for_put(message: Message, settings: PutSettings, now_ms: int
                              f"properties text of {characters} characters exceeds 32767")
         raise PutRefused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                          f"properties of {len(properties_raw)} bytes exceed 32767")
-    version = 2 if settings.allow_v2_records and len(topic) > 127 else 1
+    topic_raw = _topic_field(topic)
+    version = 2 if settings.allow_v2_records and len(topic_raw) > 127 else 1
     born_timestamp = now_ms if message.born_timestamp is None else message.born_timestamp
-    born_host = message.born_host or "127.0.0.1:0"
     try:
-        record = msgcodec.encode_message(
-            topic=topic, queue_id=queue_id, body=body, properties_raw=properties_raw,
-            flag=message.flag, sys_flag=sys_flag, born_timestamp=born_timestamp,
-            born_host=born_host, store_timestamp=now_ms, store_host=settings.store_host,
-            version=version)
-    except ValueError as error:
+        born = _host_field(message.born_host or "127.0.0.1:0")
+        store = _host_field(settings.store_host)
+        if len(topic_raw) > (127 if version == 1 else 32767):
+            raise ValueError(f"topic of {len(topic_raw)} bytes does not fit a v{version} record")
+        # The host bits must describe the host fields written.
+        sys_flag = sys_flag & ~0x30 | (0x10 if len(born) == 20 else 0) | \
+            (0x20 if len(store) == 20 else 0)
+        record = encode_record(topic_raw, queue_id, flag, sys_flag, 0, 0, born_timestamp, born,
+                               now_ms, store, 0, 0, body, properties_raw, version)
+    except (ValueError, OverflowError, TypeError) as error:
+        if not isinstance(error, ValueError):   # the codec names the field that does not fit
+            try:
+                msgcodec.encode_message(
+                    topic=topic, queue_id=queue_id, body=body, properties_raw=properties_raw,
+                    flag=flag, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                    born_host=message.born_host or "127.0.0.1:0", store_timestamp=now_ms,
+                    store_host=settings.store_host, version=version)
+            except ValueError as explained:
+                error = explained
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, str(error)) from None
-    if len(record) > settings.max_message_size + 65536:
+    size = len(record)
+    if size > settings.max_message_size + 65536:
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                         f"record of {len(record)} bytes exceeds maxMessageSize + 64 KiB")
-    if len(record) + msgcodec.END_FILE_MIN_BLANK_LENGTH > settings.segment_size_bytes:
+                         f"record of {size} bytes exceeds maxMessageSize + 64 KiB")
+    if size + msgcodec.END_FILE_MIN_BLANK_LENGTH > settings.segment_size_bytes:
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                         f"record of {len(record)} bytes cannot fit a commit log segment of "
+                         f"record of {size} bytes cannot fit a commit log segment of "
                          f"{settings.segment_size_bytes} bytes")
-    final_sys_flag = int.from_bytes(record[36:40], "big", signed=True)
     delay_ms = -1
     if topic == SCHEDULE_TOPIC and "DELAY" in properties:
         # The tagsCode is the delivery time, known only once the store timestamp is (in the lock).
         delay_ms = delay_tags_code(properties, 0, settings.delay_levels_ms)
     draft = RecordDraft(
-        topic=topic, queue_id=queue_id, sys_flag=final_sys_flag,
-        tags_code=_tags_code(properties.get("TAGS")), delivery_delay_ms=delay_ms,
-        store_timestamp_position=msgcodec.store_timestamp_position(final_sys_flag),
-        keys=properties.get("KEYS", ""), uniq_key=properties.get("UNIQ_KEY"),
-        prepared_transaction_offset=0, properties=properties)
+        topic, queue_id, sys_flag, _tags_code(properties.get("TAGS")), properties.get("KEYS", ""),
+        properties.get("UNIQ_KEY"), 0, properties, delay_ms, 56 if len(born) == 8 else 68)
     return record, draft

@@ -10,16 +10,23 @@ more than max(16000, max_msg_nums x 20) bytes of units.
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from store.api import GetMessageResult, GetMessageStatus
+from store.codec.cq_unit import CQ_UNIT_DTYPE
 from store.codec.javahash import java_string_hash
 from store.codec.message import decode_message
 
 CQ_UNIT_SIZE = 20
 FILTER_WINDOW_BYTES_MIN = 16000
+SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
+_UNIT_STRUCTS: dict[int, struct.Struct] = {}
+# A unit with the low 32 bits of tagsCode as their own field: Java's (int) cast for free.
+_PULL_DTYPE = np.dtype({"names": ["phy_offset", "size", "tags_low"],
+                        "formats": [">i8", ">i4", ">i4"], "offsets": [0, 8, 16], "itemsize": 20})
 
 
 def total_physical_memory_bytes() -> int:
@@ -27,6 +34,9 @@ def total_physical_memory_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return 8 << 30
+
+
+_FILTERS: dict = {}   # expression -> TagFilter (parsed once; instances are immutable)
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,17 @@ class TagFilter:
 
     @classmethod
     def parse(cls, expression: str | None) -> "TagFilter":
+        cached = _FILTERS.get(expression)
+        if cached is not None and type(cached) is cls:
+            return cached
+        parsed = cls._parse(expression)
+        if len(_FILTERS) >= 1024:   # a consumer normally keeps its expression: keep the cache small
+            _FILTERS.clear()
+        _FILTERS[expression] = parsed
+        return parsed
+
+    @classmethod
+    def _parse(cls, expression: str | None) -> "TagFilter":
         text = (expression or "*").strip()
         if text in ("", "*"):
             return cls("*", None)
@@ -78,19 +99,37 @@ def _is_batch_full(size: int, max_msg_nums: int, buffer_total: int, message_tota
 
 def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_offset: int,
                 max_msg_nums: int, *, tag_filter: TagFilter, limits: TransferLimits,
-                known_queue: bool, units_per_cq_file: int, max_total_msg_size: int | None = None,
+                known_queue, units_per_cq_file: int, max_total_msg_size: int | None = None,
                 decode: bool | str = True) -> GetMessageResult:
     """Pull up to `max_msg_nums` messages of one queue from `queue_offset` (see module docstring).
 
     `decode`: True gives MessageRecords, False raw record bytes, "view" zero-copy memoryviews of
     the mapped segments (valid until the segment expires; for bulk readers).
+    `known_queue`: a bool, or a callable (topic, queue_id) -> bool asked only when the queue has
+    no units (a queue with units is always known).
     """
     if max_msg_nums <= 0:
         raise ValueError("max_msg_nums must be positive")
-    if not known_queue:
-        return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-    min_offset = consume_queues.get_min_offset(topic, queue_id)
-    max_offset = consume_queues.get_max_offset(topic, queue_id)
+    hash_codes = tag_filter.hash_codes
+    if hash_codes is None:
+        # Without a filter the scan stops at the unit after max_msg_nums: fetch no more.
+        window_units = max_msg_nums + 1
+    else:
+        window_units = max(FILTER_WINDOW_BYTES_MIN, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+    pull_window = getattr(consume_queues, "pull_window", None)
+    if pull_window is not None:
+        # One call under the queue store's lock: min, max and the window's units (bytes).
+        window = pull_window(topic, queue_id, queue_offset, window_units)
+        min_offset, max_offset, data = window if window is not None else (0, 0, None)
+        if max_offset == 0 and not (known_queue(topic, queue_id) if callable(known_queue)
+                                    else known_queue):
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    else:
+        if not (known_queue(topic, queue_id) if callable(known_queue) else known_queue):
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset = consume_queues.get_min_offset(topic, queue_id)
+        max_offset = consume_queues.get_max_offset(topic, queue_id)
+        data = None
     if max_offset == 0:
         return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
     if queue_offset < min_offset:
@@ -101,46 +140,191 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
     if queue_offset > max_offset:
         return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset,
                                 max_offset)
-    window_units = max(FILTER_WINDOW_BYTES_MIN, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
-    if tag_filter.hash_codes is None:
-        # Without a filter the scan stops at the unit after max_msg_nums: fetch no more.
-        window_units = min(window_units, max_msg_nums + 1)
-    units = consume_queues.get_units(topic, queue_id, queue_offset,
-                                     min(window_units, max_offset - queue_offset))
-    if units is None:
+    if pull_window is None:
+        units = consume_queues.get_units(topic, queue_id, queue_offset,
+                                         min(window_units, max_offset - queue_offset))
+        data = None if units is None else np.ascontiguousarray(units, CQ_UNIT_DTYPE).tobytes()
+    if data is None:
         # rollNextFile: the first queue offset of the next consume-queue file.
         next_file_offset = queue_offset + units_per_cq_file - queue_offset % units_per_cq_file
         return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, next_file_offset,
                                 min_offset, max_offset)
     commit_log_max = commit_log.max_offset()
     in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
-    taken, scanned = _plan_scan(units, max_msg_nums, tag_filter, limits, max_total_msg_size,
-                                commit_log_max, in_memory_bytes)
-    records = _read_records(commit_log, units, taken, view=decode == "view")
+    count = len(data) // CQ_UNIT_SIZE
+    view = decode == "view"
+    records = None
+    if hash_codes is None and 0 < count <= SMALL_WINDOW_UNITS:
+        # The common pull (no filter, a few dozen units): plain tuples beat numpy's per-call cost.
+        values = _unit_struct(count).unpack(data)
+        phys, sizes = values[0::3], values[1::3]
+        taken_count = _plan_unfiltered(phys, sizes, max_msg_nums, limits, max_total_msg_size,
+                                       commit_log_max, in_memory_bytes)
+        if taken_count is not None:
+            if taken_count < count:
+                phys, sizes = phys[:taken_count], sizes[:taken_count]
+            scanned = taken_count
+            max_phy_pulling = phys[-1]
+            records = _slice_records(commit_log, phys, sizes, view)
+            if records is None:
+                return _scan_sequentially(
+                    commit_log, np.frombuffer(data, CQ_UNIT_DTYPE), queue_offset, max_msg_nums,
+                    tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
+                    commit_log_max, in_memory_bytes)
     if records is None:
-        # Some units point at expired commit log data: RocketMQ's sequential rules decide.
-        return _scan_sequentially(commit_log, units, queue_offset, max_msg_nums, tag_filter,
-                                  limits, max_total_msg_size, min_offset, max_offset, decode,
-                                  commit_log_max, in_memory_bytes)
+        plan = _plan_window(data, count, max_msg_nums, hash_codes, limits, max_total_msg_size,
+                            commit_log_max, in_memory_bytes)
+        if plan is None:
+            units = np.frombuffer(data, CQ_UNIT_DTYPE)
+            taken, scanned = _plan_scan(units, max_msg_nums, tag_filter, limits,
+                                        max_total_msg_size, commit_log_max, in_memory_bytes)
+            phys, sizes = units["phy_offset"][taken].tolist(), units["size"][taken].tolist()
+            max_phy_pulling = int(units["phy_offset"][scanned - 1]) if scanned else 0
+        else:
+            phys, sizes, scanned, max_phy_pulling = plan
+        records = _slice_records(commit_log, phys, sizes, view)
+        if records is None:
+            # Some units point at expired commit log data: RocketMQ's sequential rules decide.
+            return _scan_sequentially(commit_log, np.frombuffer(data, CQ_UNIT_DTYPE), queue_offset,
+                                      max_msg_nums, tag_filter, limits, max_total_msg_size,
+                                      min_offset, max_offset, decode, commit_log_max,
+                                      in_memory_bytes)
     status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
-    max_phy_pulling = int(units["phy_offset"][scanned - 1]) if scanned else 0
-    messages = [decode_message(raw) for raw in records] if decode is True else records
-    suggest_slave = (commit_log_max - max_phy_pulling) > in_memory_bytes
-    return GetMessageResult(status, queue_offset + scanned, min_offset, max_offset, messages,
-                            suggest_pulling_from_slave=suggest_slave)
+    if decode is True:
+        records = [decode_message(raw) for raw in records]
+    return GetMessageResult(status, queue_offset + scanned, min_offset, max_offset, records,
+                            (commit_log_max - max_phy_pulling) > in_memory_bytes)
 
 
-def _read_records(commit_log, units, taken: list[int], *, view: bool) -> list | None:
-    """The records of the taken units (copies, or zero-copy views); None if one is unreadable.
+def _unit_struct(count: int) -> struct.Struct:
+    """A Struct unpacking `count` units at once (count <= SMALL_WINDOW_UNITS: a bounded cache)."""
+    unpacker = _UNIT_STRUCTS.get(count)
+    if unpacker is None:
+        unpacker = _UNIT_STRUCTS[count] = struct.Struct(">" + "qiq" * count)
+    return unpacker
 
-    Consecutive units mostly live in the same segment, so the segment is looked up once per run.
+
+def _plan_unfiltered(phys, sizes, max_msg_nums, limits, max_total_msg_size, commit_log_max,
+                     in_memory_bytes) -> int | None:
+    """How many units an unfiltered scan takes (= scans), when that is cheap to prove; else None.
+
+    Without a filter every unit scanned is taken, so the scan stops at the first unit whose
+    check "is the batch full?" says yes. When all units sit on the same side of the in-memory
+    line, the count limit is one number; when the sizes are positive and the taken ones fit in
+    the byte limit together, no byte limit fires before it.
     """
-    phy_offsets = units["phy_offset"][taken].tolist()
-    sizes = units["size"][taken].tolist()
+    if commit_log_max - min(phys) <= in_memory_bytes:
+        limit_bytes = limits.max_transfer_bytes_in_memory
+        limit_count = limits.max_transfer_count_in_memory
+    elif commit_log_max - max(phys) > in_memory_bytes:
+        limit_bytes = limits.max_transfer_bytes_in_disk
+        limit_count = limits.max_transfer_count_in_disk
+    else:
+        return None
+    if max_total_msg_size is not None and max_total_msg_size < limit_bytes:
+        limit_bytes = max_total_msg_size
+    wanted = max_msg_nums if max_msg_nums < limit_count else limit_count
+    taken = len(phys)
+    if wanted < taken:
+        taken = wanted if wanted > 1 else 1
+    if taken > 1:
+        if taken < len(sizes):
+            sizes = sizes[:taken]
+        if min(sizes) <= 0 or sum(sizes) > limit_bytes:
+            return None
+    return taken
+
+
+def _plan_window(data, count, max_msg_nums, hash_codes, limits, max_total_msg_size,
+                 commit_log_max, in_memory_bytes):
+    """(phys, sizes of the taken units, scanned, max_phy_pulling) in a few numpy steps, when that
+    is cheap to prove; else None (then `_plan_scan` decides).
+
+    The reasoning of `_plan_unfiltered`, with a filter: if every unit up to the one that ends
+    the scan lies on one side of the in-memory line, the count limit ends the scan at the unit
+    after the k-th accepted one, and no byte limit fires before it if the sizes are positive and
+    the accepted bytes plus the largest unit fit in the byte limit.
+    """
+    if count == 0:
+        return None
+    units = np.frombuffer(data, _PULL_DTYPE)
+    if hash_codes is None:
+        accepted = None
+    elif len(hash_codes) == 1:
+        accepted = np.flatnonzero(units["tags_low"] == next(iter(hash_codes)))
+    else:
+        accepted = np.flatnonzero(np.isin(units["tags_low"], list(hash_codes)))
+    for in_disk in (False, True):
+        if in_disk:
+            limit_bytes = limits.max_transfer_bytes_in_disk
+            limit_count = limits.max_transfer_count_in_disk
+        else:
+            limit_bytes = limits.max_transfer_bytes_in_memory
+            limit_count = limits.max_transfer_count_in_memory
+        wanted = max(min(max_msg_nums, limit_count), 1)
+        if accepted is None:
+            scanned = min(count, wanted)
+            taken = slice(0, scanned)
+            first_taken = 0
+        else:
+            if len(accepted) >= wanted:
+                taken = accepted[:wanted]
+                scanned = int(taken[-1]) + 1
+            else:
+                taken = accepted
+                scanned = count
+            first_taken = int(taken[0]) if len(taken) else scanned
+        # The units whose side of the line matters: the scanned ones and the one that ends it.
+        phys = units["phy_offset"][:scanned + 1]
+        if in_disk:
+            if commit_log_max - int(phys.max()) <= in_memory_bytes:
+                return None
+        elif commit_log_max - int(phys.min()) > in_memory_bytes:
+            continue
+        break
+    if scanned > first_taken + 1:   # units after the first taken one could hit a byte limit
+        sizes = units["size"][:scanned]
+        taken_sizes = sizes[taken]
+        if max_total_msg_size is not None and max_total_msg_size < limit_bytes:
+            limit_bytes = max_total_msg_size
+        if int(sizes.min()) <= 0 or int(taken_sizes.sum()) + int(sizes.max()) > limit_bytes:
+            return None
+    else:
+        taken_sizes = units["size"][taken]
+    return (phys[taken].tolist(), taken_sizes.tolist(), scanned,
+            int(phys[scanned - 1]) if scanned else 0)
+
+
+def _slice_records(commit_log, phys: list, sizes: list, view: bool) -> list | None:
+    """The records at (phys, sizes): copies, or zero-copy views; None if one is unreadable.
+
+    When they all lie in the readable part of one segment (the common case), one list
+    comprehension slices them; otherwise segment by segment.
+    """
+    if not phys:
+        return []
+    low = min(phys)
+    mapped = commit_log.mapped_files.find_file(low)
+    if mapped is None or mapped.destroyed:
+        return None
+    base = mapped.file_from_offset
+    if max(phys) + max(sizes) > base + mapped.read_position:
+        return _read_records(commit_log, phys, sizes, view=view)
+    buffer = memoryview(mapped.buffer) if view else mapped.buffer
+    if base:
+        return [buffer[p - base:p - base + s] for p, s in zip(phys, sizes)]
+    return [buffer[p:p + s] for p, s in zip(phys, sizes)]
+
+
+def _read_records(commit_log, phys: list, sizes: list, *, view: bool) -> list | None:
+    """The records at (phys, sizes), segment by segment (copies, or zero-copy views); None if one
+    is unreadable. Consecutive units mostly live in the same segment, so the segment is looked up
+    once per run.
+    """
     records = []
     base = end = 0
     buffer = None
-    for phy_offset, size in zip(phy_offsets, sizes):
+    for phy_offset, size in zip(phys, sizes):
         if buffer is None or not base <= phy_offset or phy_offset + size > end:
             mapped = commit_log.mapped_files.find_file(phy_offset)
             if mapped is None or mapped.destroyed:

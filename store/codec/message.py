@@ -42,6 +42,7 @@ from store.codec import msgid
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.properties import MAX_PROPERTIES_LENGTH, decode_properties
 from store.errors import CorruptDataError
+from store.kernel import encode_record
 
 MESSAGE_MAGIC_V1 = -626843481          # 0xDAA320A7
 MESSAGE_MAGIC_V2 = -626843477          # 0xDAA320AB, [5.x] 2-byte topic length
@@ -255,23 +256,16 @@ def encode_message(*, topic: str, queue_id: int, body: bytes, properties_raw: by
         sys_flag = sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6) \
             | (SYSFLAG_BORNHOST_V6 if b == 20 else 0) | (SYSFLAG_STOREHOST_V6 if s == 20 else 0)
     try:
-        record = bytearray(_FIXED[b, s].pack(
-            total, magic, zlib.crc32(body) & CRC_MASK, queue_id, flag, queue_offset, phy_offset,
-            sys_flag, born_timestamp, born, store_timestamp, store, reconsume_times,
-            prepared_transaction_offset, body_length))
-    except struct.error:
+        return encode_record(topic_bytes, queue_id, flag, sys_flag, queue_offset, phy_offset,
+                             born_timestamp, born, store_timestamp, store, reconsume_times,
+                             prepared_transaction_offset, body, properties_raw, version)
+    except (OverflowError, TypeError):
         raise ValueError(_explain_bad_field({
             "TOTALSIZE": (total, 32), "queue_id": (queue_id, 32), "flag": (flag, 32),
             "queue_offset": (queue_offset, 64), "phy_offset": (phy_offset, 64),
             "sys_flag": (sys_flag, 32), "born_timestamp": (born_timestamp, 64),
             "store_timestamp": (store_timestamp, 64), "reconsume_times": (reconsume_times, 32),
             "prepared_transaction_offset": (prepared_transaction_offset, 64)})) from None
-    record += body
-    record += _TOPIC_LENGTH[version].pack(topic_length)
-    record += topic_bytes
-    record += _PROPERTIES_LENGTH.pack(properties_length)
-    record += properties_raw
-    return record
 
 
 @lru_cache(maxsize=4096)

@@ -109,6 +109,8 @@ def _host_hex(store_host: str) -> str:
 
 def create_message_id(store_host: str, phy_offset: int) -> str:
     """The offset msgId: store host address + port + phy_offset, as upper-case hex."""
+    if 0 <= phy_offset < 1 << 63:
+        return _host_hex(store_host) + f"{phy_offset:016X}"
     return _host_hex(store_host) + _OFFSET.pack(phy_offset).hex().upper()
 
 

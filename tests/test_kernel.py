@@ -1,0 +1,184 @@
+"""The compiled kernel (store/_kernel.c) against its pure-Python twins and the codec it speeds up."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+
+from store import kernel
+from store.codec import message as msgcodec
+from store.codec.javahash import java_string_hash
+from store.codec.properties import encode_properties
+
+needs_native = pytest.mark.skipif(not kernel.COMPILED, reason="the C kernel is not built")
+
+
+def test_kernel_is_built_where_required():
+    # .ci/run sets RMQ_REQUIRE_KERNEL=1: CI must exercise the compiled kernel, not only the fallback.
+    if os.environ.get("RMQ_REQUIRE_KERNEL") == "1":
+        assert kernel.COMPILED, "store._kernel did not build (pip install -e . needs gcc)"
+
+
+def _random_record(rng: random.Random, *, phy_offset: int = 0) -> bytearray:
+    props = {}
+    if rng.random() < 0.8:
+        props["TAGS"] = rng.choice(["TagA", "TagB", "tägé", "x"])
+    if rng.random() < 0.7:
+        props["KEYS"] = " ".join(f"k{rng.randrange(1000)}" for _ in range(rng.randrange(1, 4)))
+    if rng.random() < 0.7:
+        props["UNIQ_KEY"] = f"{rng.getrandbits(128):032X}"
+    if rng.random() < 0.2:
+        props["DELAY"] = str(rng.randrange(1, 5))
+    if rng.random() < 0.3:
+        props["user\x01odd"] = "v"          # a name with the separator: the decoder's rules decide
+    if rng.random() < 0.2:
+        props["TAGS"] = props.get("TAGS", "T")  # same key, still one entry
+    raw = encode_properties(props, style=rng.choice(["4.9", "5.x"]))
+    if rng.random() < 0.1:
+        raw += b"\x02TAGS\x01Later"           # a duplicate name: the last one wins
+    born = rng.choice(["127.0.0.1:0", "[::1]:9", "10.0.0.2:4567"])
+    return msgcodec.encode_message(
+        topic=rng.choice(["T", "BenchTopic", "SCHEDULE_TOPIC_XXXX", "t" * 127]),
+        queue_id=rng.randrange(16), body=os.urandom(rng.randrange(0, 300)), properties_raw=raw,
+        flag=rng.randrange(-5, 5), sys_flag=rng.choice([0, 4, 8, 12]), queue_offset=rng.randrange(99),
+        phy_offset=phy_offset, born_timestamp=rng.randrange(2**41), born_host=born,
+        store_timestamp=rng.randrange(2**41), store_host=rng.choice(["127.0.0.1:10911", "[::2]:1"]),
+        reconsume_times=rng.randrange(3), prepared_transaction_offset=rng.randrange(1000))
+
+
+def _log(rng: random.Random, count: int) -> bytearray:
+    buf = bytearray()
+    for _ in range(count):
+        buf += _random_record(rng, phy_offset=len(buf))
+    return buf
+
+
+def _scan_both(buf, start, limit, check_crc, rows=64):
+    out_py = kernel.scan_buffer(rows)
+    got_py = kernel._scan_py(buf, start, limit, check_crc, out_py)
+    if kernel.COMPILED:
+        out_c = kernel.scan_buffer(rows)
+        got_c = kernel.scan(buf, start, limit, check_crc, out_c)
+        assert got_c == got_py
+        assert np.array_equal(out_c[:got_c[0]], out_py[:got_py[0]])
+    return got_py, out_py
+
+
+def _agrees_with_check_message(buf, start, limit, check_crc, result, out):
+    """Every row is what check_message finds there; the stop is what it finds next."""
+    count, stop, kind, stop_size = result
+    for row in out[:count]:
+        pos = int(row[kernel.COL["pos"]])
+        checked = msgcodec.check_message(buf, pos, check_crc=check_crc, limit=limit)
+        if checked.kind == msgcodec.CHECK_INVALID:
+            # check_message also judges a SCHEDULE_TOPIC DELAY; the kernel leaves that to its caller.
+            topic = bytes(buf[row[kernel.COL["topic_pos"]]:row[kernel.COL["topic_pos"]]
+                              + row[kernel.COL["topic_len"]]])
+            assert topic == b"SCHEDULE_TOPIC_XXXX"
+            continue
+        assert checked.kind == msgcodec.CHECK_RECORD and checked.size == row[kernel.COL["size"]]
+        request = checked.request
+        assert request.queue_id == row[kernel.COL["queue_id"]]
+        assert request.consume_queue_offset == row[kernel.COL["queue_offset"]]
+        assert request.store_timestamp == row[kernel.COL["store_ts"]]
+        assert request.sys_flag == row[kernel.COL["sys_flag"]]
+        for name, column in (("KEYS", "keys"), ("UNIQ_KEY", "uniq"), ("TAGS", "tags")):
+            position, length = row[kernel.COL[column + "_pos"]], row[kernel.COL[column + "_len"]]
+            found = bytes(buf[position:position + length]).decode("utf-8", "replace") \
+                if position >= 0 else None
+            assert found == request.properties.get(name)
+    if kind == kernel.STOP_FULL:
+        return
+    if kind == kernel.STOP_END:
+        assert stop >= min(limit, len(buf))
+        return
+    checked = msgcodec.check_message(buf, stop, check_crc=check_crc, limit=limit)
+    if kind == kernel.STOP_BLANK:
+        assert checked.kind == msgcodec.CHECK_BLANK
+    else:
+        assert checked.kind == msgcodec.CHECK_INVALID and checked.size == stop_size
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_scan_matches_check_message_on_damaged_logs(seed):
+    rng = random.Random(seed)
+    buf = _log(rng, rng.randrange(1, 30))
+    # Damage: flipped bytes, a cut tail, a BLANK, zeros.
+    for _ in range(rng.randrange(0, 4)):
+        buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
+    if rng.random() < 0.3:
+        position = rng.randrange(len(buf))
+        buf[position:position + 8] = msgcodec.encode_blank(max(8, len(buf) - position))
+    if rng.random() < 0.3:
+        buf += bytes(rng.randrange(1, 40))
+    limit = len(buf) if rng.random() < 0.7 else rng.randrange(len(buf) + 1)
+    for check_crc in (False, True):
+        result, out = _scan_both(buf, 0, limit, check_crc, rows=rng.choice([3, 64]))
+        _agrees_with_check_message(buf, 0, limit, check_crc, result, out)
+
+
+def test_scan_reads_a_whole_clean_log_and_resumes_when_out_is_full():
+    rng = random.Random(7)
+    buf = _log(rng, 50)
+    out = kernel.scan_buffer(16)
+    position, seen = 0, 0
+    while True:
+        count, position, kind, _ = kernel.scan(buf, position, len(buf), True, out)
+        seen += count
+        if kind != kernel.STOP_FULL:
+            break
+    assert (seen, position, kind) == (50, len(buf), kernel.STOP_END)
+
+
+def test_scan_rejects_an_unaligned_or_ragged_out():
+    if not kernel.COMPILED:
+        pytest.skip("the C kernel is not built")
+    with pytest.raises(ValueError):
+        kernel.scan(b"", 0, 0, False, np.empty(kernel.SCAN_FIELDS * 8 + 1, dtype=np.uint8))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_encode_record_twins_agree(seed):
+    rng = random.Random(seed)
+    args = (b"Topic" * rng.randrange(1, 5), rng.randrange(-2**31, 2**31), rng.randrange(-9, 9),
+            rng.choice([0, 0x10, 0x20, 0x30]), rng.randrange(2**40), rng.randrange(2**40),
+            rng.randrange(-2**63, 2**63), os.urandom(rng.choice([8, 20])), rng.randrange(2**41),
+            os.urandom(rng.choice([8, 20])), rng.randrange(5), rng.randrange(2**40),
+            os.urandom(rng.randrange(2000)), os.urandom(rng.randrange(100)), rng.choice([1, 2]))
+    assert kernel.encode_record(*args) == kernel._encode_record_py(*args)
+
+
+@pytest.mark.parametrize("bad", [2**31, -2**31 - 1])
+def test_encode_record_refuses_out_of_range_ints(bad):
+    args = [b"T", 0, 0, 0, 0, 0, 0, bytes(8), 0, bytes(8), 0, 0, b"x", b"", 1]
+    args[1] = bad
+    for encode in (kernel.encode_record, kernel._encode_record_py):
+        with pytest.raises(OverflowError):
+            encode(*args)
+
+
+def test_encode_message_still_names_the_bad_field():
+    with pytest.raises(ValueError, match="queue_id"):
+        msgcodec.encode_message(topic="T", queue_id=2**31, body=b"", properties_raw=b"",
+                                born_timestamp=0, born_host="127.0.0.1:0", store_timestamp=0,
+                                store_host="127.0.0.1:1")
+
+
+def test_java_hashes_match_java_string_hash():
+    rng = random.Random(3)
+    alphabet = "abcXYZ019#_-é漢\U0001F600\ud800"
+    texts = ["", "a", "T#k", "polygenelubricants", "GydZG_", "DESIGNING WORKHOUSES"] + [
+        "".join(rng.choice(alphabet) for _ in range(rng.randrange(30))) for _ in range(300)]
+    expected = [java_string_hash(text) for text in texts]
+    assert kernel.java_hashes(texts).tolist() == expected
+    assert kernel._java_hashes_py(texts).tolist() == expected
+    assert java_string_hash("polygenelubricants") == -2**31
+
+
+@needs_native
+def test_native_java_hashes_refuse_non_strings():
+    with pytest.raises(TypeError):
+        kernel.java_hashes(["a", b"b"])
