@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from store.codec import message as msgcodec
 from store.codec.message import DispatchRequest
-from store.codec.msgid import create_message_id
+from store.codec.msgid import create_message_id, msg_id_prefix
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
 
@@ -178,31 +178,34 @@ class CommitLog:
             queue_offset = self.queue_offsets.get(key, 0) if queued else 0
             position = mapped.wrote_position
             phy_offset = mapped.file_from_offset + position
+            host_hex = msg_id_prefix(self.store_host)
             msg_ids = []
+            add_id = msg_ids.append
+            add_request = self.pending_dispatch.append
             requests = []
             cursor_phy = phy_offset
-            for index, (record, draft) in enumerate(zip(records, drafts)):
-                this_queue_offset = queue_offset + index if queued else 0
-                msgcodec.patch_message(record, 0, queue_offset=this_queue_offset,
-                                       phy_offset=cursor_phy, store_timestamp=store_timestamp)
-                msg_ids.append(create_message_id(self.store_host, cursor_phy))
+            this_queue_offset = queue_offset
+            for record, draft in zip(records, drafts):
+                size = len(record)
+                _PATCH_OFFSETS(record, msgcodec.QUEUE_OFFSET_POSITION,
+                               this_queue_offset if queued else 0, cursor_phy)
+                _PATCH_LONG(record, draft.store_timestamp_position, store_timestamp)
+                add_id(host_hex + f"{cursor_phy:016X}")
                 tags_code = draft.tags_code if draft.delivery_delay_ms < 0 else \
                     store_timestamp + draft.delivery_delay_ms
-                requests.append(DispatchRequest(
-                    topic=draft.topic, queue_id=draft.queue_id, commit_log_offset=cursor_phy,
-                    msg_size=len(record), tags_code=tags_code,
-                    store_timestamp=store_timestamp, consume_queue_offset=this_queue_offset,
-                    keys=draft.keys, uniq_key=draft.uniq_key, sys_flag=draft.sys_flag,
-                    prepared_transaction_offset=draft.prepared_transaction_offset,
-                    properties=draft.properties))
-                cursor_phy += len(record)
+                requests.append((cursor_phy, DispatchRequest(
+                    draft.topic, draft.queue_id, cursor_phy, size, tags_code, store_timestamp,
+                    this_queue_offset if queued else 0, draft.keys, draft.uniq_key, draft.sys_flag,
+                    draft.prepared_transaction_offset, draft.properties)))
+                cursor_phy += size
+                this_queue_offset += 1
             self._copy_records(mapped, position, records)
             mapped.wrote_position = position + total
             if queued:
                 self.queue_offsets[key] = queue_offset + len(records)
             self.last_store_timestamp = store_timestamp
             for request in requests:
-                self.pending_dispatch.append((request.commit_log_offset, request))
+                add_request(request)
         return AppendResult(phy_offset, total, queue_offset, store_timestamp, tuple(msg_ids),
                             len(records))
 

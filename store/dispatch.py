@@ -16,7 +16,9 @@ import logging
 import threading
 from typing import Callable, Protocol, Sequence
 
+from store import kernel
 from store.codec import message as msgcodec
+from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.message import DispatchRequest
 from store.commit_log import CommitLog, is_queued_transaction_type
 from store.codec.topic import validate_topic
@@ -25,6 +27,7 @@ from store.errors import InvalidTopicError
 log = logging.getLogger(__name__)
 
 DISPATCH_BATCH_MAX_RECORDS = 4096
+_NAME_MEMO_MAX = 10_000      # distinct topics / tags remembered while parsing records
 
 
 class Dispatcher(Protocol):
@@ -33,6 +36,7 @@ class Dispatcher(Protocol):
 
 _LEGAL_TOPICS: set[str] = set()     # memo: validation runs for every dispatched record
 _LEGAL_TOPICS_MAX = 100_000
+_QUEUED_KINDS = (0x00, 0x08)        # NOT_TYPE and COMMIT_TYPE records get a consume-queue unit
 
 
 def _legal_topic(request: DispatchRequest) -> bool:
@@ -59,8 +63,9 @@ class ConsumeQueueDispatcher:
         self.on_written = on_written
 
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None:
-        queued = [r for r in requests if is_queued_transaction_type(r.sys_flag)
-                  and _legal_topic(r)]
+        legal = _LEGAL_TOPICS
+        queued = [r for r in requests if r.sys_flag & 0x0C in _QUEUED_KINDS
+                  and (r.topic in legal or _legal_topic(r))]
         if not queued:
             return
         self.consume_queues.put_units(queued)
@@ -93,21 +98,19 @@ class ReputService:
         self.interval_ms = interval_ms
         self.dispatched_records = 0
         self.skipped_invalid = 0
-        self._wakeup = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()   # one dispatch pass at a time (thread vs catch-up callers)
         self.last_error: BaseException | None = None
+        self._scan_rows = kernel.scan_buffer(DISPATCH_BATCH_MAX_RECORDS)
+        self._topic_names: dict[bytes, str] = {}
+        self._tags_codes: dict[bytes, int] = {}
 
     def add_listener(self, listener: ArrivalListener) -> None:
         self.listeners.append(listener)
 
     def behind_bytes(self) -> int:
         return max(0, self.commit_log.max_offset() - self.reput_offset)
-
-    def wakeup(self) -> None:
-        if not self._wakeup.is_set():   # Event.set takes a lock: skip it when already set
-            self._wakeup.set()
 
     # -- one pass --------------------------------------------------------------------------------
 
@@ -119,16 +122,23 @@ class ReputService:
         if offset < commit_log.min_offset():
             offset = commit_log.min_offset()
         while offset < end and len(batch) < DISPATCH_BATCH_MAX_RECORDS:
-            while pending and pending[0][0] < offset:
-                pending.popleft()
-            if pending and pending[0][0] == offset:
-                request = pending[0][1]
-                if offset + request.msg_size > end:
-                    break
-                pending.popleft()
-                batch.append(request)
-                offset += request.msg_size
-                continue
+            if pending:
+                while pending and pending[0][0] < offset:
+                    pending.popleft()
+                if pending and pending[0][0] == offset:
+                    # Records this process appended: their requests are ready, take them in a run.
+                    append = batch.append
+                    popleft = pending.popleft
+                    room = DISPATCH_BATCH_MAX_RECORDS - len(batch)
+                    while room and pending:
+                        phy_offset, request = pending[0]
+                        if phy_offset != offset or offset + request.msg_size > end:
+                            break
+                        popleft()
+                        append(request)
+                        offset += request.msg_size
+                        room -= 1
+                    continue
             mapped = commit_log.mapped_files.find_file(offset)
             if mapped is None:
                 break
@@ -138,21 +148,70 @@ class ReputService:
                     offset = mapped.file_end_offset
                     continue
                 break
-            result = msgcodec.check_message(mapped.buffer, position, check_crc=False,
-                                            limit=mapped.read_position)
-            if result.kind == msgcodec.CHECK_RECORD:
-                batch.append(result.request)
-                offset += result.size
-            elif result.kind == msgcodec.CHECK_BLANK:
-                offset = mapped.file_end_offset
-            elif result.size > 0:
-                # A length mismatch: RocketMQ skips the record to keep a master moving; we log it.
-                log.error("dispatch skips an invalid record of %d bytes at %d", result.size, offset)
-                self.skipped_invalid += 1
-                offset += result.size
-            else:
+            moved = self._parse_records(mapped, position, batch)
+            if moved is None:
                 break
+            offset = moved
         return batch, offset
+
+    def _parse_records(self, mapped, position: int, batch: list) -> int | None:
+        """Parse records of `mapped` from `position` into `batch` with the kernel's scan (what
+        `check_message` finds, in bulk); returns the next offset, None to stop for now."""
+        room = DISPATCH_BATCH_MAX_RECORDS - len(batch)
+        out = self._scan_rows[:room]
+        buf = mapped.buffer
+        count, stop, kind, stop_size = kernel.scan(buf, position, mapped.read_position, False, out)
+        if count:
+            self._requests_from_rows(buf, out[:count], batch)
+        base = mapped.file_from_offset
+        if kind == kernel.STOP_END or kind == kernel.STOP_FULL:
+            return base + stop
+        if kind == kernel.STOP_BLANK:
+            return mapped.file_end_offset
+        if stop_size > 0:
+            # A length mismatch: RocketMQ skips the record to keep a master moving; we log it.
+            log.error("dispatch skips an invalid record of %d bytes at %d", stop_size, base + stop)
+            self.skipped_invalid += 1
+            return base + stop + stop_size
+        return base + stop if count else None
+
+    def _requests_from_rows(self, buf, rows, batch: list) -> None:
+        topics = self._topic_names
+        tags_codes = self._tags_codes
+        append = batch.append
+        for (position, size, queue_id, _flag, queue_offset, phy_offset, sys_flag, _born, store_ts,
+             prepared, _body_pos, _body_len, topic_pos, topic_len, _props_pos, _props_len,
+             tags_pos, tags_len, keys_pos, keys_len, uniq_pos, uniq_len, delay_pos, _delay_len,
+             _version, _crc) in rows.tolist():
+            raw = buf[topic_pos:topic_pos + topic_len]
+            topic = topics.get(raw)
+            if topic is None:
+                topic = raw.decode("utf-8", "replace")
+                if len(topics) < _NAME_MEMO_MAX:
+                    topics[raw] = topic
+            if delay_pos >= 0 and topic == msgcodec.SCHEDULE_TOPIC:
+                # The delivery time is the tagsCode, and a DELAY Java cannot parse is invalid.
+                result = msgcodec.check_message(buf, position, check_crc=False, limit=position + size)
+                if result.kind == msgcodec.CHECK_RECORD:
+                    append(result.request)
+                else:
+                    log.error("dispatch skips a record at %d with an invalid DELAY", phy_offset)
+                    self.skipped_invalid += 1
+                continue
+            if tags_pos >= 0:
+                tags = buf[tags_pos:tags_pos + tags_len]
+                tags_code = tags_codes.get(tags)
+                if tags_code is None:
+                    tags_code = compute_tags_code(tags.decode("utf-8", "replace"))
+                    if len(tags_codes) < _NAME_MEMO_MAX:
+                        tags_codes[tags] = tags_code
+            else:
+                tags_code = 0
+            append(DispatchRequest(
+                topic, queue_id, phy_offset, size, tags_code, store_ts, queue_offset,
+                buf[keys_pos:keys_pos + keys_len].decode("utf-8", "replace") if keys_pos >= 0 else "",
+                buf[uniq_pos:uniq_pos + uniq_len].decode("utf-8", "replace") if uniq_pos >= 0 else None,
+                sys_flag, prepared, None))
 
     def do_reput(self, max_batches: int | None = None) -> int:
         """Dispatch everything readable now; return the number of records dispatched."""
@@ -185,9 +244,11 @@ class ReputService:
         if not self.listeners:
             return
         arrivals: dict[tuple[str, int], int] = {}
-        for request in batch:
-            if is_queued_transaction_type(request.sys_flag):
-                arrivals[(request.topic, request.queue_id)] = request.consume_queue_offset + 1
+        for request in reversed(batch):     # the last unit of each queue is its new max
+            if request.sys_flag & 0x0C in _QUEUED_KINDS:
+                key = (request.topic, request.queue_id)
+                if key not in arrivals:
+                    arrivals[key] = request.consume_queue_offset + 1
         if arrivals:
             for listener in self.listeners:
                 listener(arrivals)
@@ -207,14 +268,14 @@ class ReputService:
                 log.exception("dispatch failed at reput offset %d", self.reput_offset)
                 self.last_error = error
                 dispatched = 0
-            if not dispatched:
-                self._wakeup.wait(self.interval_ms / 1000.0)
-                self._wakeup.clear()
+            if dispatched < DISPATCH_BATCH_MAX_RECORDS:
+                # Caught up: linger for the interval (RocketMQ's reput sleeps 1 ms too) so that the
+                # next pass takes a batch, not one record; a batch costs little more than one.
+                self._stop.wait(self.interval_ms / 1000.0)
 
     def shutdown(self, drain: bool = True) -> None:
         if self._thread is not None:
             self._stop.set()
-            self._wakeup.set()
             self._thread.join(timeout=30)
             self._thread = None
         if drain:

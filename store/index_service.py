@@ -24,9 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from store.codec.index_codec import IndexHeader, build_key
-from store.codec.javahash import index_key_hashes
+from store.codec.javahash import INT32_MIN
 from store.errors import CorruptDataError, ReadOnlyStoreError, StoreError
-from store.index_file import ChainStep, IndexFile
+from store.index_file import ChainStep, IndexFile, query_key_hash
+from store.kernel import java_hashes
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 TRANSACTION_TYPE_MASK = 0x0C
@@ -206,29 +207,37 @@ class IndexService:
         key_strings: list[str] = []
         phy_offsets: list[int] = []
         timestamps: list[int] = []
+        add_key = key_strings.append
+        add_phy = phy_offsets.append
+        add_time = timestamps.append
         for request in requests:
             phy_offset = request.commit_log_offset
             if phy_offset < end_phy_offset:
                 continue   # already indexed (re-dispatch after recovery)
             if request.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
                 continue
+            uniq_key = request.uniq_key
+            keys = request.keys
+            if uniq_key is None and not keys:
+                continue
             prefix = request.topic + "#"
             store_ts = request.store_timestamp
-            if request.uniq_key is not None:
-                key_strings.append(prefix + request.uniq_key)
-                phy_offsets.append(phy_offset)
-                timestamps.append(store_ts)
-            if request.keys:
-                for token in request.keys.split(KEY_SEPARATOR):
+            if uniq_key is not None:
+                add_key(prefix + uniq_key)
+                add_phy(phy_offset)
+                add_time(store_ts)
+            if keys:
+                for token in keys.split(KEY_SEPARATOR):
                     if token:
-                        key_strings.append(prefix + token)
-                        phy_offsets.append(phy_offset)
-                        timestamps.append(store_ts)
+                        add_key(prefix + token)
+                        add_phy(phy_offset)
+                        add_time(store_ts)
             if phy_offsets and phy_offsets[-1] == phy_offset:
                 end_phy_offset = phy_offset
         if not key_strings:
             return
-        hashes = index_key_hashes(key_strings)
+        hashes = java_hashes(key_strings)
+        hashes = np.where(hashes == INT32_MIN, 0, np.abs(hashes))   # index_key_hash
         phys = np.array(phy_offsets, dtype=np.int64)
         times = np.array(timestamps, dtype=np.int64)
         done = 0
@@ -282,19 +291,25 @@ class IndexService:
         """queryOffset (spec §5.8): raw hits, collisions included, max_num capped at the batch max."""
         max_num = min(max_num, self.max_msgs_num_batch)
         key_string = build_key(topic, key)
+        key_hash = query_key_hash(key_string, len(topic) + 1)   # once, not once per file
         phy_offsets: list[int] = []
         last_ts = last_phy = 0
+        read_only = self.read_only
         with self._lock:
             files = self._files
-            for position in range(len(files) - 1, -1, -1):
+            last_position = len(files) - 1
+            for position in range(last_position, -1, -1):
                 index_file = files[position]
-                if self.read_only:
+                if read_only:
                     index_file.refresh()
-                if position == len(files) - 1:
+                if position == last_position:
                     last_ts, last_phy = index_file.end_timestamp, index_file.end_phy_offset
-                if index_file.is_time_matched(begin_ms, end_ms):
-                    index_file.select(phy_offsets, key_string, max_num, begin_ms, end_ms)
-                if index_file.begin_timestamp < begin_ms or len(phy_offsets) >= max_num:
+                # is_time_matched, inline
+                first, last = index_file.begin_timestamp, index_file.end_timestamp
+                if ((begin_ms < first and end_ms > last) or (first <= begin_ms <= last)
+                        or (first <= end_ms <= last)):
+                    index_file.select(phy_offsets, key_string, max_num, begin_ms, end_ms, key_hash)
+                if first < begin_ms or len(phy_offsets) >= max_num:
                     break
         return IndexQueryResult(phy_offsets, last_ts, last_phy)
 

@@ -26,6 +26,14 @@ from store.store_parts import open_parts
 FOREVER_MS = 2**63 - 1
 
 
+def _carries_key(properties: dict[str, str], key: str) -> bool:
+    """key == UNIQ_KEY or key is one of the non-empty KEYS tokens (MessageRecord.key_list)."""
+    if key == properties.get("UNIQ_KEY"):
+        return True
+    keys = properties.get("KEYS")
+    return bool(keys) and bool(key) and key in keys.split(" ")
+
+
 class MessageStore(LookupsMixin):
     """A RocketMQ-format message store. Use `MessageStore.open(config)`; close it (or use `with`)."""
 
@@ -167,24 +175,33 @@ class MessageStore(LookupsMixin):
         if not messages:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="empty batch")
         first = messages[0]
-        if any(m.topic != first.topic or m.queue_id != first.queue_id for m in messages):
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    error="a batch must have one topic and one queue")
+        topic, queue_id = first.topic, first.queue_id
+        for message in messages:
+            if message.topic != topic or message.queue_id != queue_id:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        error="a batch must have one topic and one queue")
         now_ms = self.clock_ms()
+        settings = self._put_settings
+        records = []
+        drafts = []
+        total = 0
+        special = False     # delayed or transactional
         try:
-            encoded = [encode_for_put(m, self._put_settings, now_ms) for m in messages]
+            for message in messages:
+                record, draft = encode_for_put(message, settings, now_ms)
+                records.append(record)
+                drafts.append(draft)
+                total += len(record)
+                special = special or draft.delivery_delay_ms >= 0 or bool(draft.sys_flag & 0x0C)
         except PutRefused as refusal:
             return PutMessageResult(refusal.status, error=refusal.reason)
-        total = sum(len(record) for record, _ in encoded)
         if total > self.config.max_message_size and len(messages) > 1:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     error=f"batch of {total} bytes exceeds maxMessageSize")
-        drafts = [d for _, d in encoded]
-        if len(encoded) > 1 and any(d.delivery_delay_ms >= 0 or d.sys_flag & 0x0C
-                                    for _, d in encoded):
+        if len(records) > 1 and special:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     error="batches cannot be delayed or transactional")
-        return self._append([record for record, _ in encoded], drafts, messages)
+        return self._append(records, drafts, messages)
 
     def _append(self, records, drafts, messages) -> PutMessageResult:
         try:
@@ -296,19 +313,23 @@ class MessageStore(LookupsMixin):
                       end_ms: int = FOREVER_MS) -> QueryMessageResult:
         """Messages of `topic` whose KEYS or UNIQ_KEY contain `key`, stored in [begin, end] (spec
         §10.5). Up to 3 index rounds; hash collisions are filtered out by checking the real keys."""
-        self._check_open()
+        if self.closed:
+            raise StoreClosedError("the store is closed")
         max_num = max(1, min(max_num, self.config.max_msgs_num_batch))
         hits: list[MessageRecord] = []      # what the broker's queryMessage returns (collisions too)
         last_ts = last_phy = 0
         round_end = end_ms
+        query_offsets = self.index_service.query_offsets
+        read_record = self._read_record    # CommitLog.read_record, one segment lookup
         for _round in range(3):
-            offsets = self.index_service.query_offsets(topic, key, max_num, begin_ms, round_end)
+            offsets = query_offsets(topic, key, max_num, begin_ms, round_end)
             last_ts, last_phy = offsets.last_update_timestamp, offsets.last_update_phy_offset
-            if not offsets.phy_offsets:
+            phy_offsets = offsets.phy_offsets
+            if not phy_offsets:
                 break
             first_time = None
-            for phy_offset in sorted(offsets.phy_offsets):
-                raw = self.commit_log.read_record(phy_offset)
+            for phy_offset in (sorted(phy_offsets) if len(phy_offsets) > 1 else phy_offsets):
+                raw = read_record(phy_offset)
                 if raw is None:
                     continue
                 record = decode_message(raw)
@@ -320,8 +341,7 @@ class MessageStore(LookupsMixin):
             round_end = first_time
         # A Java client drops hash collisions by checking the keys; so do we. Like the broker, a
         # message indexed twice (re-dispatch after a crash) is returned twice.
-        messages = [m for m in hits
-                    if m.topic == topic and (key == m.uniq_key or key in m.key_list)]
+        messages = [m for m in hits if m.topic == topic and _carries_key(m.properties, key)]
         return QueryMessageResult(messages, last_ts, last_phy, truncated=len(hits) >= max_num,
                                   collisions_filtered=len(hits) - len(messages))
 

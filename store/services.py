@@ -81,7 +81,6 @@ class StoreServices:
             self.store.checkpoint.physic_msg_timestamp = store_timestamp
 
     def _on_committed(self) -> None:
-        self.reput.wakeup()
         if self.flush_service is not None:
             self.flush_service.wakeup()
 
@@ -153,7 +152,6 @@ class StoreServices:
 
     def after_append(self, appended, messages) -> PutMessageStatus:
         """Acknowledge a put: SYNC_FLUSH waits for the group commit; ASYNC returns at once."""
-        self.reput.wakeup()
         if self.commit_service is not None:
             self.commit_service.wakeup()
         if not self.sync_flush or not self.started:

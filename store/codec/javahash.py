@@ -47,6 +47,9 @@ def java_string_hashes(texts: list[str]):
     """
     import numpy as np
 
+    from store import kernel
+    if kernel.COMPILED:
+        return kernel.java_hashes(texts)
     count = len(texts)
     result = np.zeros(count, dtype=np.int64)
     if count == 0:

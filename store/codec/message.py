@@ -197,7 +197,7 @@ class DispatchRequest:
     uniq_key: str | None
     sys_flag: int
     prepared_transaction_offset: int
-    properties: dict[str, str]
+    properties: dict[str, str] | None   # None when dispatch parsed the record in bulk (unread)
 
 
 class CheckResult(NamedTuple):

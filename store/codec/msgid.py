@@ -107,6 +107,11 @@ def _host_hex(store_host: str) -> str:
     return encode_host(store_host).hex().upper()
 
 
+def msg_id_prefix(store_host: str) -> str:
+    """The host part of an offset msgId (upper-case hex); append `f"{phy_offset:016X}"`."""
+    return _host_hex(store_host)
+
+
 def create_message_id(store_host: str, phy_offset: int) -> str:
     """The offset msgId: store host address + port + phy_offset, as upper-case hex."""
     if 0 <= phy_offset < 1 << 63:
