@@ -45,7 +45,7 @@ class RecordDraft:
     keys: str
     uniq_key: str | None
     prepared_transaction_offset: int
-    properties: dict
+    properties: dict | None     # None from the compiled encoder (no dispatcher reads it)
     delivery_delay_ms: int = -1     # >= 0 for SCHEDULE_TOPIC_XXXX: tagsCode = store time + delay
     store_timestamp_position: int = 56   # 48 + born host size (IPv6 born hosts move it)
 

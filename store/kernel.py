@@ -8,6 +8,7 @@ which gives the same answers, only slower: tests/test_kernel.py runs both on the
 | function        | what                                                                 |
 |-----------------|----------------------------------------------------------------------|
 | encode_record   | one commit-log record with its BODYCRC (spec §2.1)                   |
+| encode_put      | `put_path.encode_for_put`'s common case (no Python twin: None = ask) |
 | scan            | walk records like `checkMessageAndReturnSize` into rows of int64s    |
 | java_hashes     | Java `String.hashCode` of many strings (numpy int64 of int32 values) |
 """
@@ -166,6 +167,8 @@ def _java_hashes_py(texts: list[str]) -> np.ndarray:
 
 if COMPILED:
     encode_record = _native.encode_record
+    # store.put_path.encode_for_put's common case in one call (None: let the Python path decide).
+    encode_put = _native.encode_put
 
     def scan(buf, start: int, limit: int, check_crc: bool, out: np.ndarray):
         """Walk records of `buf` from `start` (see the module table); returns (count,
@@ -179,5 +182,6 @@ if COMPILED:
         return np.frombuffer(_native.java_hashes(texts), dtype=np.int32).astype(np.int64)
 else:
     encode_record = _encode_record_py
+    encode_put = None
     scan = _scan_py
     java_hashes = _java_hashes_py

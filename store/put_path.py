@@ -17,7 +17,7 @@ from store.codec.properties import java_hashmap_order
 from store.codec.topic import validate_topic
 from store.commit_log import RecordDraft
 from store.errors import InvalidTopicError
-from store.kernel import encode_record
+from store.kernel import encode_put, encode_record
 
 MAX_PROPERTIES_LENGTH = 32767
 MAX_QUEUE_ID = 65535          # a guard against directory explosions; RocketMQ queues are small ints
@@ -26,9 +26,13 @@ DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-# Topic names already validated (a bounded memo: validation is on the hot path).
-_VALID_TOPICS: set[tuple[str, bool]] = set()
+# Topic names already validated, per "v2 records allowed" (a bounded memo: validation is on the hot
+# path, and the compiled encoder only takes topics found here).
+_VALID_TOPICS: dict[bool, set[str]] = {False: set(), True: set()}
 _VALID_TOPICS_MAX = 100_000
+# Host fields ("ip:port" -> 8 or 20 bytes) already encoded; the compiled encoder reads them here.
+_HOST_FIELDS: dict[str, bytes] = {}
+_HOST_FIELDS_MAX = 4096
 
 
 class PutRefused(Exception):
@@ -61,6 +65,13 @@ class PutSettings:
     allow_v2_records: bool          # 5.x autoMessageVersionOnTopicLen
     delay_levels_ms: tuple[int, ...]
     segment_size_bytes: int
+
+    def __post_init__(self):
+        # What the compiled encoder needs, in the order it reads it (see encode_put in _kernel.c).
+        object.__setattr__(self, "kernel_context", (
+            _VALID_TOPICS[self.allow_v2_records], _HOST_FIELDS, _host_field(self.store_host),
+            self.max_message_size, self.properties_style == "4.9", self.allow_v2_records,
+            self.segment_size_bytes))
 
 
 @lru_cache(maxsize=4096)
@@ -147,9 +158,13 @@ def delay_tags_code(properties: dict, store_timestamp: int, delay_levels_ms) -> 
     return store_timestamp + delay_levels_ms[level - 1]
 
 
-@lru_cache(maxsize=256)
 def _host_field(host: str) -> bytes:
-    return msgcodec.msgid.encode_host(host)
+    field = _HOST_FIELDS.get(host)
+    if field is None:
+        field = msgcodec.msgid.encode_host(host)
+        if len(_HOST_FIELDS) < _HOST_FIELDS_MAX:
+            _HOST_FIELDS[host] = field
+    return field
 
 
 @lru_cache(maxsize=4096)
@@ -186,6 +201,19 @@ def _properties_raw(properties: dict[str, str], style: str) -> bytes:
 def encode_for_put(message: Message, settings: PutSettings, now_ms: int
                    ) -> tuple[bytearray, RecordDraft]:
     """Validate and encode one message; raise PutRefused with RocketMQ's status on bad input."""
+    if encode_put is not None:
+        # The compiled encoder takes the common case whole; it answers None for anything unusual
+        # (a topic not yet validated, a DELAY, a field to refuse...), which the code below decides.
+        fast = encode_put(message, settings.kernel_context, now_ms)
+        if fast is not None:
+            record, topic, queue_id, sys_flag, tags_code, keys, uniq_key, timestamp_position = fast
+            return record, RecordDraft(topic, queue_id, sys_flag, tags_code, keys, uniq_key, 0, None,
+                                       -1, timestamp_position)
+    return _encode_for_put(message, settings, now_ms)
+
+
+def _encode_for_put(message: Message, settings: PutSettings, now_ms: int
+                    ) -> tuple[bytearray, RecordDraft]:
     body = message.body
     if type(body) is not bytes:
         if not isinstance(body, (bytes, bytearray, memoryview)):
@@ -195,14 +223,14 @@ def encode_for_put(message: Message, settings: PutSettings, now_ms: int
     queue_id = message.queue_id
     if not isinstance(topic, str) or not isinstance(queue_id, int):
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "topic must be a str and queue_id an int")
-    topic_key = (topic, settings.allow_v2_records)
-    if topic_key not in _VALID_TOPICS:
+    valid_topics = _VALID_TOPICS[settings.allow_v2_records]
+    if topic not in valid_topics:
         try:
             validate_topic(topic, allow_v2=settings.allow_v2_records)
         except (InvalidTopicError, TypeError) as error:
             raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, str(error)) from None
-        if len(_VALID_TOPICS) < _VALID_TOPICS_MAX:
-            _VALID_TOPICS.add(topic_key)
+        if len(valid_topics) < _VALID_TOPICS_MAX:
+            valid_topics.add(topic)
     if not 0 <= queue_id <= MAX_QUEUE_ID:
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
                          f"queue id {queue_id} is outside 0..{MAX_QUEUE_ID}")

@@ -182,3 +182,121 @@ def test_java_hashes_match_java_string_hash():
 def test_native_java_hashes_refuse_non_strings():
     with pytest.raises(TypeError):
         kernel.java_hashes(["a", b"b"])
+
+
+# -- encode_put: the compiled put encoder against the Python path ---------------------------------
+
+def _random_message(rng: random.Random):
+    from store.api import Message
+
+    def pick(options):      # mostly the first (ordinary) option, sometimes anything
+        return options[0] if rng.random() < 0.6 else rng.choice(options)
+    properties = None
+    if rng.random() < 0.7:
+        properties = {}
+        for _ in range(pick([2, 0, 1, 3, 9, 13, 70])):
+            properties[rng.choice(["UNIQ_KEY", "a", "KEYS", "TAGS", "p" + str(rng.randrange(200)),
+                             "é", "DELAY", "x\x01y", "", "w{}"])] = \
+                rng.choice(["v", "1", "", "ü\U0001F600", "a\x01b", "c\x02", "7F00"])
+    body = os.urandom(rng.randrange(0, 64))
+    return Message(
+        topic=pick(["T", "BenchTopic", "bad topic!", "t" * 130, "%RETRY%g", "T_2"]),
+        body=pick([body, body, bytearray(body), "text"]),
+        queue_id=pick([0, 1, 7, 65535, 65536, -1, True]),
+        tags=pick([None, "", "TagA", "a\x01", 5, "tä"]),
+        keys=pick([(), ["k1", "k2"], ("", "k"), "k1 k2", ["a\x02"], [1], ("k",) * 3]),
+        properties=properties,
+        flag=pick([0, 0, 3, 2**31, -2**31]),
+        sys_flag=pick([0, 0, 4, 8, 12, 0x10, 2**40]),
+        born_timestamp=pick([None, 0, 1700000000000, 2**63, 1.5]),
+        born_host=pick([None, None, "", "10.1.2.3:77", "[::1]:5", "nohost"]))
+
+
+@pytest.mark.skipif(kernel.encode_put is None, reason="the C kernel is not built")
+@pytest.mark.parametrize("style", ["4.9", "5.x"])
+def test_encode_put_matches_the_python_path(style):
+    from store import put_path
+    rng = random.Random(11 if style == "4.9" else 12)
+    settings = put_path.PutSettings("127.0.0.1:10911", 4096, style, style == "5.x",
+                                    (1000, 5000), 1 << 20)
+    accepted = declined = 0
+    for _ in range(3000):
+        message = _random_message(rng)
+        try:
+            expected = put_path._encode_for_put(message, settings, 1_700_000_000_123)
+        except put_path.PutRefused:
+            expected = None
+        fast = kernel.encode_put(message, settings.kernel_context, 1_700_000_000_123)
+        if fast is None:
+            declined += 1
+            continue
+        accepted += 1
+        assert expected is not None, message           # never accepts what Python refuses
+        record, draft = expected
+        assert fast[0] == record
+        assert fast[1:] == (draft.topic, draft.queue_id, draft.sys_flag, draft.tags_code,
+                            draft.keys, draft.uniq_key, draft.store_timestamp_position)
+    assert accepted > 100 and declined > 100
+
+
+@pytest.mark.skipif(kernel.encode_put is None, reason="the C kernel is not built")
+def test_encode_put_orders_many_properties_like_java_hashmap():
+    from itertools import product
+
+    from store import put_path
+    from store.api import Message
+    rng = random.Random(13)
+    colliding = ["".join(parts) for parts in product(["Aa", "BB"], repeat=4)]   # one Java hash
+    settings = put_path.PutSettings("127.0.0.1:10911", 1 << 20, "4.9", False, (1000,), 1 << 22)
+    for _ in range(300):
+        names = rng.sample(colliding, rng.randrange(0, 16)) + \
+            [f"p{rng.randrange(10_000)}" for _ in range(rng.randrange(0, 50))]
+        properties = {name: f"v{rng.randrange(99)}" for name in names}
+        message = Message("T", b"body", 0, rng.choice([None, "TagA"]), rng.choice([(), ("k",)]),
+                          properties)
+        record, draft = put_path._encode_for_put(message, settings, 5)
+        fast = kernel.encode_put(message, settings.kernel_context, 5)
+        if len(properties) + 2 > 64:
+            continue                                          # beyond the compiled path's table
+        assert fast is not None and fast[0] == record
+
+
+_WRITE_A_STORE = r"""
+import sys
+from store import Message, MessageStore, StoreConfig
+root = sys.argv[1]
+ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 7))
+config = StoreConfig.from_dict({}, store_path_root_dir=root, mapped_file_size_commit_log=64 * 1024,
+                               mapped_file_size_consume_queue=20 * 64)
+store = MessageStore.open(config, clock_ms=lambda: next(ticks), start_services=False)
+for n in range(300):
+    properties = {"UNIQ_KEY": f"{n:032X}", "p{}".format(n % 7): "v"}
+    if n % 50 == 7:
+        properties["DELAY"] = "2"
+    message = Message("T%d" % (n % 3), bytes([n % 256]) * (n * 13 % 700), n % 4, "Tag%d" % (n % 5),
+                      ("k%d" % n, "o%d" % (n % 9)), properties, born_timestamp=n)
+    if n % 10 == 3:
+        assert store.put_messages([message, message]).ok
+    else:
+        assert store.put_message(message).ok
+store.dispatch_pending()
+store.close()
+"""
+
+
+def test_compiled_and_python_kernels_write_the_same_store(tmp_path):
+    """End to end: a store written with RMQ_KERNEL=python is byte-identical to the compiled one."""
+    import subprocess
+    import sys
+    roots = []
+    for mode in ("python", "compiled"):
+        root = tmp_path / mode
+        env = dict(os.environ, RMQ_KERNEL="python" if mode == "python" else "")
+        subprocess.run([sys.executable, "-c", _WRITE_A_STORE, str(root)], check=True, env=env,
+                       cwd=os.path.dirname(os.path.dirname(__file__)))
+        roots.append(root)
+    for part in ("commitlog", "consumequeue"):
+        files = sorted(p.relative_to(roots[0]) for p in (roots[0] / part).rglob("*") if p.is_file())
+        assert files
+        for name in files:
+            assert (roots[0] / name).read_bytes() == (roots[1] / name).read_bytes(), name
