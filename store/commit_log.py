@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from store.codec import message as msgcodec
 from store.codec.message import DispatchRequest
-from store.codec.msgid import create_message_id, msg_id_prefix
+from store.codec.msgid import msg_id_prefix
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
 
@@ -81,6 +81,7 @@ class CommitLog:
         self.segment_size_bytes = segment_size_bytes
         self.read_only = read_only
         self.store_host = store_host
+        self._msg_id_prefix = msg_id_prefix(store_host)   # + f"{phy_offset:016X}" is a msgId
         self.clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         self.put_lock = threading.Lock()
         # "<topic>-<queueId>" -> next queue offset (spec §2.8), keyed by a tuple here.
@@ -153,7 +154,7 @@ class CommitLog:
                 queue_offset, draft.keys, draft.uniq_key, draft.sys_flag,
                 draft.prepared_transaction_offset, draft.properties)))
         return AppendResult(phy_offset, size, queue_offset, store_timestamp,
-                            (create_message_id(self.store_host, phy_offset),), 1)
+                            (self._msg_id_prefix + f"{phy_offset:016X}",), 1)
 
     def append(self, records: list[bytearray], drafts: list[RecordDraft],
                now_ms: int | None = None) -> AppendResult:
@@ -178,7 +179,7 @@ class CommitLog:
             queue_offset = self.queue_offsets.get(key, 0) if queued else 0
             position = mapped.wrote_position
             phy_offset = mapped.file_from_offset + position
-            host_hex = msg_id_prefix(self.store_host)
+            host_hex = self._msg_id_prefix
             msg_ids = []
             add_id = msg_ids.append
             add_request = self.pending_dispatch.append
