@@ -28,6 +28,13 @@ log = logging.getLogger(__name__)
 
 DISPATCH_BATCH_MAX_RECORDS = 4096
 _NAME_MEMO_MAX = 10_000      # distinct topics / tags remembered while parsing records
+_C = kernel.COL
+_SPANS = [(_C[name + "_pos"], _C[name + "_len"]) for name in ("topic", "tags", "keys", "uniq")]
+# The scan-row columns a dispatch request is made of (span lengths turned into ends first).
+_ROW_COLUMNS = [_C[name] for name in (
+    "pos", "size", "queue_id", "queue_offset", "phy_offset", "sys_flag", "store_ts", "prepared",
+    "topic_pos", "topic_len", "tags_pos", "tags_len", "keys_pos", "keys_len", "uniq_pos", "uniq_len",
+    "delay_pos")]
 
 
 class Dispatcher(Protocol):
@@ -162,7 +169,10 @@ class ReputService:
         buf = mapped.buffer
         count, stop, kind, stop_size = kernel.scan(buf, position, mapped.read_position, False, out)
         if count:
-            self._requests_from_rows(buf, out[:count], batch)
+            rows = out[:count]
+            for start, length in _SPANS:    # lengths -> ends, for plain slicing
+                rows[:, length] += rows[:, start]
+            self._requests_from_rows(buf, rows, batch)
         base = mapped.file_from_offset
         if kind == kernel.STOP_END or kind == kernel.STOP_FULL:
             return base + stop
@@ -179,11 +189,10 @@ class ReputService:
         topics = self._topic_names
         tags_codes = self._tags_codes
         append = batch.append
-        for (position, size, queue_id, _flag, queue_offset, phy_offset, sys_flag, _born, store_ts,
-             prepared, _body_pos, _body_len, topic_pos, topic_len, _props_pos, _props_len,
-             tags_pos, tags_len, keys_pos, keys_len, uniq_pos, uniq_len, delay_pos, _delay_len,
-             _version, _crc) in rows.tolist():
-            raw = buf[topic_pos:topic_pos + topic_len]
+        for (position, size, queue_id, queue_offset, phy_offset, sys_flag, store_ts, prepared,
+             topic_pos, topic_end, tags_pos, tags_end, keys_pos, keys_end, uniq_pos, uniq_end,
+             delay_pos) in zip(*rows[:, _ROW_COLUMNS].T.tolist()):
+            raw = buf[topic_pos:topic_end]
             topic = topics.get(raw)
             if topic is None:
                 topic = raw.decode("utf-8", "replace")
@@ -199,7 +208,7 @@ class ReputService:
                     self.skipped_invalid += 1
                 continue
             if tags_pos >= 0:
-                tags = buf[tags_pos:tags_pos + tags_len]
+                tags = buf[tags_pos:tags_end]
                 tags_code = tags_codes.get(tags)
                 if tags_code is None:
                     tags_code = compute_tags_code(tags.decode("utf-8", "replace"))
@@ -209,8 +218,8 @@ class ReputService:
                 tags_code = 0
             append(DispatchRequest(
                 topic, queue_id, phy_offset, size, tags_code, store_ts, queue_offset,
-                buf[keys_pos:keys_pos + keys_len].decode("utf-8", "replace") if keys_pos >= 0 else "",
-                buf[uniq_pos:uniq_pos + uniq_len].decode("utf-8", "replace") if uniq_pos >= 0 else None,
+                buf[keys_pos:keys_end].decode("utf-8", "replace") if keys_pos >= 0 else "",
+                buf[uniq_pos:uniq_end].decode("utf-8", "replace") if uniq_pos >= 0 else None,
                 sys_flag, prepared, None))
 
     def do_reput(self, max_batches: int | None = None) -> int:
