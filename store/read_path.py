@@ -5,13 +5,25 @@ below min -> OFFSET_TOO_SMALL; equal to max -> OFFSET_OVERFLOW_ONE; above max ->
 OFFSET_OVERFLOW_BADLY; CQ file gone -> OFFSET_FOUND_NULL; else a scan that gives FOUND,
 NO_MATCHED_MESSAGE or MESSAGE_WAS_REMOVING. A scan never crosses a consume-queue file and looks at no
 more than max(16000, max_msg_nums x 20) bytes of units.
+
+How it is fast (one pull of 32 costs a few dozen Python operations, not a few per message): the
+queue's min, max and window of units come in one call (`pull_window`, file queues), as bytes; the
+scan is planned on the whole window at once (`_plan_unfiltered` on tuples for the common
+unfiltered pull, `_plan_window` with numpy for tag filters; a filtered pull reads 4 x max_msg_nums
++ 1 units first and the rest of the window only if the scan goes past them); the records are
+sliced from one segment in one list comprehension (`_slice_records`). Whenever a shortcut cannot
+prove it gives RocketMQ's answer (units on both sides of the in-memory line, a byte limit that may
+fire, records in several segments or expired), the general numpy plan or the unit-by-unit loop
+decides; tests/test_read_path.py checks all of them against that loop.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import sys
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 
@@ -22,11 +34,26 @@ from store.codec.message import decode_message
 
 CQ_UNIT_SIZE = 20
 FILTER_WINDOW_BYTES_MIN = 16000
+_LIST_REDUCE_MAX = 256      # _plan_window reduces over Python lists below this many units
+PROBE_FACTOR = 4            # a filtered pull first reads 4 x max_msg_nums + 1 units
 SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
 _UNIT_STRUCTS: dict[int, struct.Struct] = {}
-# A unit with the low 32 bits of tagsCode as their own field: Java's (int) cast for free.
+# A unit with the low 32 bits of tagsCode as their own field (Java's (int) cast for free), read
+# as a native unsigned int: compared with the tag hashes' bytes read the same way, no byte swap.
 _PULL_DTYPE = np.dtype({"names": ["phy_offset", "size", "tags_low"],
-                        "formats": [">i8", ">i4", ">i4"], "offsets": [0, 8, 16], "itemsize": 20})
+                        "formats": [">i8", ">i4", "=u4"], "offsets": [0, 8, 16], "itemsize": 20})
+_RAW_CODES: dict = {}   # hash codes of a filter -> the same as numpy scalars of "tags_low"
+
+
+def _raw_codes(hash_codes: frozenset) -> tuple:
+    raw = _RAW_CODES.get(hash_codes)
+    if raw is None:
+        if len(_RAW_CODES) >= 1024:
+            _RAW_CODES.clear()
+        raw = _RAW_CODES[hash_codes] = tuple(
+            np.uint32(int.from_bytes((code & 0xFFFFFFFF).to_bytes(4, "big"), sys.byteorder))
+            for code in sorted(hash_codes))
+    return raw
 
 
 def total_physical_memory_bytes() -> int:
@@ -47,7 +74,7 @@ class TagFilter:
     hash_codes: frozenset[int] | None   # None = accept all
 
     @classmethod
-    def parse(cls, expression: str | None) -> "TagFilter":
+    def parse(cls, expression: str | None) -> TagFilter:
         cached = _FILTERS.get(expression)
         if cached is not None and type(cached) is cls:
             return cached
@@ -58,7 +85,7 @@ class TagFilter:
         return parsed
 
     @classmethod
-    def _parse(cls, expression: str | None) -> "TagFilter":
+    def _parse(cls, expression: str | None) -> TagFilter:
         text = (expression or "*").strip()
         if text in ("", "*"):
             return cls("*", None)
@@ -111,26 +138,26 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
     if max_msg_nums <= 0:
         raise ValueError("max_msg_nums must be positive")
     hash_codes = tag_filter.hash_codes
-    if hash_codes is None:
+    window_units = max(FILTER_WINDOW_BYTES_MIN, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+    if hash_codes is None and window_units > max_msg_nums:
         # Without a filter the scan stops at the unit after max_msg_nums: fetch no more.
         window_units = max_msg_nums + 1
-    else:
-        window_units = max(FILTER_WINDOW_BYTES_MIN, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+    probe_units = window_units
+    if hash_codes is not None and PROBE_FACTOR * max_msg_nums + 1 < window_units:
+        # Filters mostly match often enough: read the first units, the rest only if needed.
+        probe_units = PROBE_FACTOR * max_msg_nums + 1
     pull_window = getattr(consume_queues, "pull_window", None)
     if pull_window is not None:
         # One call under the queue store's lock: min, max and the window's units (bytes).
-        window = pull_window(topic, queue_id, queue_offset, window_units)
+        window = pull_window(topic, queue_id, queue_offset, probe_units)
         min_offset, max_offset, data = window if window is not None else (0, 0, None)
-        if max_offset == 0 and not (known_queue(topic, queue_id) if callable(known_queue)
-                                    else known_queue):
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     else:
-        if not (known_queue(topic, queue_id) if callable(known_queue) else known_queue):
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_offset = consume_queues.get_min_offset(topic, queue_id)
         max_offset = consume_queues.get_max_offset(topic, queue_id)
         data = None
     if max_offset == 0:
+        if not (known_queue(topic, queue_id) if callable(known_queue) else known_queue):
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
     if queue_offset < min_offset:
         return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
@@ -141,18 +168,34 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
         return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset,
                                 max_offset)
     if pull_window is None:
-        units = consume_queues.get_units(topic, queue_id, queue_offset,
-                                         min(window_units, max_offset - queue_offset))
-        data = None if units is None else np.ascontiguousarray(units, CQ_UNIT_DTYPE).tobytes()
+        data = _get_units(consume_queues, topic, queue_id, queue_offset,
+                          min(probe_units, max_offset - queue_offset))
+    commit_log_max = commit_log.max_offset()
+    in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
+    view = decode == "view"
+    if probe_units < window_units and data is not None and \
+            len(data) == probe_units * CQ_UNIT_SIZE:
+        # The probe is enough if the scan ends inside it (the units after the one that ends a
+        # scan are never looked at); otherwise read the whole window.
+        plan = _plan_window(data, probe_units, max_msg_nums, hash_codes, limits,
+                            max_total_msg_size, commit_log_max, in_memory_bytes)
+        if plan is not None and plan[2] < probe_units:
+            records = _slice_records(commit_log, plan[0], plan[1], view)
+            if records is not None:
+                return _found(records, decode, queue_offset + plan[2], min_offset, max_offset,
+                              (commit_log_max - plan[3]) > in_memory_bytes)
+        if pull_window is not None:
+            window = pull_window(topic, queue_id, queue_offset, window_units)
+            data = window[2] if window is not None else None
+        else:
+            data = _get_units(consume_queues, topic, queue_id, queue_offset,
+                              min(window_units, max_offset - queue_offset))
     if data is None:
         # rollNextFile: the first queue offset of the next consume-queue file.
         next_file_offset = queue_offset + units_per_cq_file - queue_offset % units_per_cq_file
         return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, next_file_offset,
                                 min_offset, max_offset)
-    commit_log_max = commit_log.max_offset()
-    in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
     count = len(data) // CQ_UNIT_SIZE
-    view = decode == "view"
     records = None
     if hash_codes is None and 0 < count <= SMALL_WINDOW_UNITS:
         # The common pull (no filter, a few dozen units): plain tuples beat numpy's per-call cost.
@@ -189,11 +232,23 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
                                       max_msg_nums, tag_filter, limits, max_total_msg_size,
                                       min_offset, max_offset, decode, commit_log_max,
                                       in_memory_bytes)
+    return _found(records, decode, queue_offset + scanned, min_offset, max_offset,
+                  (commit_log_max - max_phy_pulling) > in_memory_bytes)
+
+
+def _found(records, decode, next_begin_offset, min_offset, max_offset, suggest_slave):
+    """The result of a scan that read every unit it took."""
     status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
     if decode is True:
         records = [decode_message(raw) for raw in records]
-    return GetMessageResult(status, queue_offset + scanned, min_offset, max_offset, records,
-                            (commit_log_max - max_phy_pulling) > in_memory_bytes)
+    return GetMessageResult(status, next_begin_offset, min_offset, max_offset, records,
+                            suggest_slave)
+
+
+def _get_units(consume_queues, topic, queue_id, queue_offset, count) -> bytes | None:
+    """The units of a consume-queue store without `pull_window` (RocksDB), as bytes."""
+    units = consume_queues.get_units(topic, queue_id, queue_offset, count)
+    return None if units is None else np.ascontiguousarray(units, CQ_UNIT_DTYPE).tobytes()
 
 
 def _unit_struct(count: int) -> struct.Struct:
@@ -223,10 +278,10 @@ def _plan_unfiltered(phys, sizes, max_msg_nums, limits, max_total_msg_size, comm
         return None
     if max_total_msg_size is not None and max_total_msg_size < limit_bytes:
         limit_bytes = max_total_msg_size
-    wanted = max_msg_nums if max_msg_nums < limit_count else limit_count
+    wanted = min(limit_count, max_msg_nums)
     taken = len(phys)
     if wanted < taken:
-        taken = wanted if wanted > 1 else 1
+        taken = max(1, wanted)
     if taken > 1:
         if taken < len(sizes):
             sizes = sizes[:taken]
@@ -243,17 +298,22 @@ def _plan_window(data, count, max_msg_nums, hash_codes, limits, max_total_msg_si
     The reasoning of `_plan_unfiltered`, with a filter: if every unit up to the one that ends
     the scan lies on one side of the in-memory line, the count limit ends the scan at the unit
     after the k-th accepted one, and no byte limit fires before it if the sizes are positive and
-    the accepted bytes plus the largest unit fit in the byte limit.
+    the accepted bytes plus the largest unit fit in the byte limit. The scanned part is usually
+    a few dozen units: reductions over Python lists cost less than numpy calls then.
     """
     if count == 0:
         return None
     units = np.frombuffer(data, _PULL_DTYPE)
     if hash_codes is None:
         accepted = None
-    elif len(hash_codes) == 1:
-        accepted = np.flatnonzero(units["tags_low"] == next(iter(hash_codes)))
     else:
-        accepted = np.flatnonzero(np.isin(units["tags_low"], list(hash_codes)))
+        tags = units["tags_low"]
+        codes = _raw_codes(hash_codes)
+        matches = tags == codes[0]
+        for code in codes[1:]:   # "TagA || TagB": a few tags (np.isin costs ~50x more)
+            matches |= tags == code
+        accepted = matches.nonzero()[0]
+    phy_column = units["phy_offset"]
     for in_disk in (False, True):
         if in_disk:
             limit_bytes = limits.max_transfer_bytes_in_disk
@@ -264,35 +324,49 @@ def _plan_window(data, count, max_msg_nums, hash_codes, limits, max_total_msg_si
         wanted = max(min(max_msg_nums, limit_count), 1)
         if accepted is None:
             scanned = min(count, wanted)
-            taken = slice(0, scanned)
-            first_taken = 0
+            taken = list(range(scanned))
+        elif len(accepted) >= wanted:
+            taken = accepted[:wanted].tolist()
+            scanned = taken[-1] + 1
         else:
-            if len(accepted) >= wanted:
-                taken = accepted[:wanted]
-                scanned = int(taken[-1]) + 1
-            else:
-                taken = accepted
-                scanned = count
-            first_taken = int(taken[0]) if len(taken) else scanned
+            taken = accepted.tolist()
+            scanned = count
         # The units whose side of the line matters: the scanned ones and the one that ends it.
-        phys = units["phy_offset"][:scanned + 1]
+        if scanned < _LIST_REDUCE_MAX:
+            phys = phy_column[:scanned + 1].tolist()
+            extreme = max(phys) if in_disk else min(phys)
+        else:
+            phys = phy_column
+            extreme = int(phys[:scanned + 1].max() if in_disk else phys[:scanned + 1].min())
         if in_disk:
-            if commit_log_max - int(phys.max()) <= in_memory_bytes:
+            if commit_log_max - extreme <= in_memory_bytes:
                 return None
-        elif commit_log_max - int(phys.min()) > in_memory_bytes:
+        elif commit_log_max - extreme > in_memory_bytes:
             continue
         break
-    if scanned > first_taken + 1:   # units after the first taken one could hit a byte limit
-        sizes = units["size"][:scanned]
-        taken_sizes = sizes[taken]
-        if max_total_msg_size is not None and max_total_msg_size < limit_bytes:
-            limit_bytes = max_total_msg_size
-        if int(sizes.min()) <= 0 or int(taken_sizes.sum()) + int(sizes.max()) > limit_bytes:
+    if not taken:
+        return [], [], scanned, int(phy_column[scanned - 1])
+    # Units after the first taken one could hit a byte limit: none may push the taken bytes over
+    # it (with positive sizes, the taken bytes before any unit are at most all the taken bytes).
+    check_bytes = scanned > taken[0] + 1
+    if max_total_msg_size is not None and max_total_msg_size < limit_bytes:
+        limit_bytes = max_total_msg_size
+    if scanned < _LIST_REDUCE_MAX:
+        sizes = units["size"][:scanned].tolist()
+        if len(taken) == 1:
+            taken_phys, taken_sizes = [phys[taken[0]]], [sizes[taken[0]]]
+        else:
+            pick = itemgetter(*taken)
+            taken_phys, taken_sizes = list(pick(phys)), list(pick(sizes))
+        if check_bytes and (min(sizes) <= 0 or sum(taken_sizes) + max(sizes) > limit_bytes):
             return None
     else:
-        taken_sizes = units["size"][taken]
-    return (phys[taken].tolist(), taken_sizes.tolist(), scanned,
-            int(phys[scanned - 1]) if scanned else 0)
+        sizes = units["size"][:scanned]
+        taken_phys, taken_sizes = phys[taken].tolist(), sizes[taken].tolist()
+        if check_bytes and (int(sizes.min()) <= 0 or
+                            sum(taken_sizes) + int(sizes.max()) > limit_bytes):
+            return None
+    return taken_phys, taken_sizes, scanned, int(phy_column[scanned - 1])
 
 
 def _slice_records(commit_log, phys: list, sizes: list, view: bool) -> list | None:
