@@ -201,10 +201,14 @@ class GroupCommitService(_ServiceThread):
         """Called with the condition held and no flush running; returns with it held."""
         self._flushing = True
         store_timestamp = self.last_store_timestamp()
+        group_end = self.queue.max_offset()     # what was appended when this group closed
         self._cond.release()
         try:
-            for _ in range(len(self.queue.files) + 1):   # a group may span a segment boundary
-                if not self.queue.flush(0):
+            # One sync per segment the group touches (usually one). Records appended during the
+            # sync belong to the next group: syncing again for them here would make this group
+            # wait for two disk syncs.
+            for _ in range(len(self.queue.files) + 1):
+                if self.queue.flushed_where >= group_end or not self.queue.flush(0):
                     break
         finally:
             self._cond.acquire()
