@@ -740,7 +740,44 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(place_doc,
+"place(target, position, record, queue_offset, phy_offset, timestamp_position, store_timestamp)\n\n"
+"Copy an encoded record into `target` at `position` with its queue offset, physical offset and\n"
+"store timestamp set there, TOTALSIZE and magic last (a reader never sees a half-written record\n"
+"with a valid header). `record` itself is left as it was.");
+
+static PyObject *place(PyObject *self, PyObject *args)
+{
+    Py_buffer target, record;
+    Py_ssize_t position, ts_position;
+    long long queue_offset, phy_offset, store_ts;
+    if (!PyArg_ParseTuple(args, "w*ny*LLnL:place", &target, &position, &record, &queue_offset,
+                          &phy_offset, &ts_position, &store_ts))
+        return NULL;
+    PyObject *result = NULL;
+    if (position < 0 || record.len < 36 || ts_position < 36 || ts_position + 8 > record.len ||
+        position > target.len - record.len) {
+        PyErr_SetString(PyExc_ValueError, "the record does not fit the target at that position");
+        goto done;
+    }
+    unsigned char *t = (unsigned char *)target.buf + position;
+    memcpy(t + 8, (const unsigned char *)record.buf + 8, record.len - 8);
+    put64(t + 20, queue_offset);
+    put64(t + 28, phy_offset);
+    put64(t + ts_position, store_ts);
+    memcpy(t, record.buf, 8);
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&target);
+    PyBuffer_Release(&record);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"place", place, METH_VARARGS, place_doc},
     {"encode_put", encode_put, METH_VARARGS, encode_put_doc},
     {"encode_record", encode_record, METH_VARARGS, encode_record_doc},
     {"scan", scan, METH_VARARGS, scan_doc},

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from store.codec import message as msgcodec
 from store.codec.message import DispatchRequest
 from store.codec.msgid import msg_id_prefix
+from store.kernel import place
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
 
@@ -121,7 +122,6 @@ class CommitLog:
         queued = kind != _TRANSACTION_PREPARED and kind != _TRANSACTION_ROLLBACK
         topic = draft.topic
         queue_id = draft.queue_id
-        view = memoryview(record)
         with self.put_lock:
             store_timestamp = self.clock_ms()
             if store_timestamp < self.last_store_timestamp:
@@ -138,11 +138,10 @@ class CommitLog:
             key = (topic, queue_id)
             queue_offset = self.queue_offsets.get(key, 0) if queued else 0
             phy_offset = mapped.file_from_offset + position
-            _PATCH_OFFSETS(record, msgcodec.QUEUE_OFFSET_POSITION, queue_offset, phy_offset)
-            _PATCH_LONG(record, draft.store_timestamp_position, store_timestamp)
-            target = mapped.write_buffer if mapped.write_buffer is not None else mapped.buffer
-            target[position + 8:position + size] = view[8:]
-            target[position:position + 8] = view[:8]   # size and magic last: see module docstring
+            # Offsets and store time set in the segment, size and magic last: see module docstring.
+            place(mapped.write_buffer if mapped.write_buffer is not None else mapped.buffer,
+                  position, record, queue_offset, phy_offset, draft.store_timestamp_position,
+                  store_timestamp)
             mapped.wrote_position = position + size
             if queued:
                 self.queue_offsets[key] = queue_offset + 1

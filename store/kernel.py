@@ -8,6 +8,7 @@ which gives the same answers, only slower: tests/test_kernel.py runs both on the
 | function        | what                                                                 |
 |-----------------|----------------------------------------------------------------------|
 | encode_record   | one commit-log record with its BODYCRC (spec §2.1)                   |
+| place           | copy a record into a segment with its offsets and time, header last  |
 | encode_put      | `put_path.encode_for_put`'s common case (no Python twin: None = ask) |
 | scan            | walk records like `checkMessageAndReturnSize` into rows of int64s    |
 | java_hashes     | Java `String.hashCode` of many strings (numpy int64 of int32 values) |
@@ -80,6 +81,25 @@ def _encode_record_py(topic: bytes, queue_id: int, flag: int, sys_flag: int, que
     record += len(properties).to_bytes(2, "big")
     record += properties
     return record
+
+
+# -- place --------------------------------------------------------------------------------------
+
+_OFFSETS = struct.Struct(">qq")
+_LONG = struct.Struct(">q")
+
+
+def _place_py(target, position: int, record, queue_offset: int, phy_offset: int,
+              timestamp_position: int, store_timestamp: int) -> None:
+    size = len(record)
+    if position < 0 or size < 36 or timestamp_position < 36 or timestamp_position + 8 > size or \
+            position > len(target) - size:
+        raise ValueError("the record does not fit the target at that position")
+    view = memoryview(record)
+    target[position + 8:position + size] = view[8:]
+    _OFFSETS.pack_into(target, position + 20, queue_offset, phy_offset)
+    _LONG.pack_into(target, position + timestamp_position, store_timestamp)
+    target[position:position + 8] = view[:8]
 
 
 # -- scan ---------------------------------------------------------------------------------------
@@ -169,6 +189,7 @@ if COMPILED:
     encode_record = _native.encode_record
     # store.put_path.encode_for_put's common case in one call (None: let the Python path decide).
     encode_put = _native.encode_put
+    place = _native.place
 
     def scan(buf, start: int, limit: int, check_crc: bool, out: np.ndarray):
         """Walk records of `buf` from `start` (see the module table); returns (count,
@@ -183,5 +204,6 @@ if COMPILED:
 else:
     encode_record = _encode_record_py
     encode_put = None
+    place = _place_py
     scan = _scan_py
     java_hashes = _java_hashes_py

@@ -300,3 +300,26 @@ def test_compiled_and_python_kernels_write_the_same_store(tmp_path):
         assert files
         for name in files:
             assert (roots[0] / name).read_bytes() == (roots[1] / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_place_twins_write_the_same_bytes(seed):
+    rng = random.Random(seed)
+    record = _random_record(rng)
+    before = bytes(record)
+    position = rng.randrange(0, 64)
+    args = (position, record, rng.randrange(2**40), rng.randrange(2**40), rng.choice([56, 68]),
+            rng.randrange(2**41))
+    targets = []
+    for place in (kernel.place, kernel._place_py):
+        target = bytearray(len(record) + 64)
+        place(target, *args)
+        targets.append(bytes(target))
+        assert bytes(record) == before                 # the record itself is not patched
+    assert targets[0] == targets[1]
+    placed = targets[0][position:position + len(record)]
+    assert placed[:20] == before[:20] and placed[36:56] == before[36:56]
+    assert int.from_bytes(placed[20:28], "big") == args[2]
+    for place in (kernel.place, kernel._place_py):
+        with pytest.raises(ValueError):
+            place(bytearray(len(record)), 1, record, 0, 0, 56, 0)    # one byte short
