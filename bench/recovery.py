@@ -8,7 +8,11 @@ write /proc/sys/vm/drop_caches (root on these VMs), the page cache is dropped be
 before every crash open, so both read cold; the clean opens run warm (after the crash opens). The
 report says which.
 
-    python -m bench.recovery [--size smoke|full]
+    python -m bench.recovery [--size smoke|full] [--keep DIR]
+
+`--keep DIR` (under /tmp) keeps the crashed store in DIR/crashed after the run and, when DIR/crashed
+already exists (from an earlier --keep run with the same --size), reuses it instead of writing a new
+one: for profiling and before/after comparisons on the same bytes.
 """
 
 from __future__ import annotations
@@ -54,6 +58,23 @@ def open_seconds(root: str, segment_bytes: int) -> tuple[float, object]:
     return seconds, report
 
 
+_KEEP: str | None = None      # --keep DIR (see the module docstring)
+
+
+def build_crashed_store(root: str, target: int, segment: int) -> tuple[int, float]:
+    """Fill `root` with a writer subprocess and SIGKILL it; (messages written, seconds)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "bench.recovery", "--writer", root, str(target),
+                             str(segment)], stdout=subprocess.PIPE, text=True, cwd=common.REPO_ROOT)
+    line = proc.stdout.readline()
+    assert line.startswith("READY"), f"writer failed: {line!r} (exit {proc.poll()})"
+    written_messages = int(line.split()[1])
+    time.sleep(0.3)                      # let it get into the middle of more puts
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return written_messages, time.perf_counter() - started
+
+
 def run(args, report: common.Report) -> None:
     smoke = args.size == "smoke"
     target = (8 << 20) if smoke else (1 << 30)
@@ -61,16 +82,19 @@ def run(args, report: common.Report) -> None:
     reps = common.reps_for(args, full=2)
     with common.scratch_dir(args, "recovery") as parent:
         root, crashed = os.path.join(parent, "store"), os.path.join(parent, "crashed")
-        started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "bench.recovery", "--writer", root, str(target),
-                                 str(segment)], stdout=subprocess.PIPE, text=True, cwd=common.REPO_ROOT)
-        line = proc.stdout.readline()
-        assert line.startswith("READY"), f"writer failed: {line!r} (exit {proc.poll()})"
-        written_messages = int(line.split()[1])
-        time.sleep(0.3)                      # let it get into the middle of more puts
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        fill_s = time.perf_counter() - started
+        kept = os.path.join(_KEEP, "crashed") if _KEEP else None
+        if kept and os.path.isdir(kept):
+            with open(os.path.join(_KEEP, "written")) as handle:
+                written_messages, fill_s = handle.read().split()
+            written_messages, fill_s = int(written_messages), float(fill_s)
+            subprocess.run(["cp", "-a", kept, root], check=True)
+        else:
+            written_messages, fill_s = build_crashed_store(root, target, segment)
+            if kept:
+                os.makedirs(_KEEP, exist_ok=True)
+                subprocess.run(["cp", "-a", root, kept], check=True)
+                with open(os.path.join(_KEEP, "written"), "w") as handle:
+                    handle.write(f"{written_messages} {fill_s}\n")
         subprocess.run(["cp", "-a", root, crashed], check=True)
         store_bytes = common.dir_bytes(root)
         log_files = sorted(glob.glob(os.path.join(root, "commitlog", "*")))
@@ -117,7 +141,13 @@ _main = common.scenario_main("recovery", __doc__.splitlines()[0], run)
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    global _KEEP
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--keep" in argv:
+        at = argv.index("--keep")
+        _KEEP = os.path.abspath(argv[at + 1])
+        assert not _KEEP.startswith(common.REPO_ROOT + os.sep), "benchmark stores go outside the repo"
+        del argv[at:at + 2]
     if argv and argv[0] == "--writer":
         if common.REPO_ROOT not in sys.path:
             sys.path.insert(0, common.REPO_ROOT)

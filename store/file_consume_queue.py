@@ -11,6 +11,7 @@ The per-store part (the directory scan and the queue table) is `store.consume_qu
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from typing import Sequence
 
@@ -28,6 +29,19 @@ log = logging.getLogger(__name__)
 
 RECOVER_FROM_LAST_FILES = 3
 SCAN_CHUNK_UNITS = 4096  # recovery reads a file in chunks so an all-zero tail is never read whole
+
+
+def _advise(buffer, option: str, start: int = 0, length: int = 0) -> None:
+    """madvise(2) hint on [start, start+length) of a map (all of it without a length); nothing
+    where the platform lacks it."""
+    try:
+        if length:
+            aligned = start - start % mmap.PAGESIZE
+            buffer.madvise(getattr(mmap, option), aligned, length + start - aligned)
+        else:
+            buffer.madvise(getattr(mmap, option))
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 
@@ -105,17 +119,29 @@ class FileConsumeQueue(OnDemandMapping):
         cursor = start_position // CQ_UNIT_SIZE
         last_end = -1
         buffer = mapped.buffer
-        while cursor < units_total:  # bounded: one chunk per step
-            count = min(SCAN_CHUNK_UNITS, units_total - cursor)
-            chunk = np.frombuffer(buffer, dtype=CQ_UNIT_DTYPE, count=count,
-                                  offset=cursor * CQ_UNIT_SIZE)
-            valid = valid_prefix_length(chunk)
-            if valid:
-                last_end = int(chunk["phy_offset"][valid - 1]) + int(chunk["size"][valid - 1])
-            cursor += valid
-            del chunk
-            if valid < count:
-                break
+        # A page fault on a map reads around it (read_ahead_kb: 8 MiB on these VMs), i.e. the whole
+        # mostly-sparse 6 MB file per queue: 28-66 s to open 2,048 fresh queues instead of 0.9 s.
+        # Recovery reads only the chunks it checks (one read-ahead request each, no read-around);
+        # the usual read-ahead is restored afterwards. The first chunk is one page: most queues of
+        # a many-queue store end inside it.
+        _advise(buffer, "MADV_RANDOM")
+        chunk_units = 4096 // CQ_UNIT_SIZE
+        try:
+            while cursor < units_total:  # bounded: one chunk per step
+                count = min(chunk_units, units_total - cursor)
+                chunk_units = min(2 * chunk_units, SCAN_CHUNK_UNITS)
+                _advise(buffer, "MADV_WILLNEED", cursor * CQ_UNIT_SIZE, count * CQ_UNIT_SIZE)
+                chunk = np.frombuffer(buffer, dtype=CQ_UNIT_DTYPE, count=count,
+                                      offset=cursor * CQ_UNIT_SIZE)
+                valid = valid_prefix_length(chunk)
+                if valid:
+                    last_end = int(chunk["phy_offset"][valid - 1]) + int(chunk["size"][valid - 1])
+                cursor += valid
+                del chunk
+                if valid < count:
+                    break
+        finally:
+            _advise(buffer, "MADV_NORMAL")
         return cursor, last_end
 
     # -- writing (spec §4.4) ---------------------------------------------------------------------

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from store import kernel
 from store.codec import message as msgcodec
 from store.commit_log import CommitLog
 from store.mapped_file import MappedFile
@@ -105,38 +108,178 @@ def choose_normal_start(files: list[MappedFile], *, style: str, cq_max_phy_offse
     return max(0, len(files) - 3)
 
 
+# Rows per kernel scan call: large enough that the per-call work (one numpy pass over the rows) is
+# negligible, small enough (26 int64s a row: 1.7 MiB) to stay in cache.
+SCAN_BATCH_ROWS = 8192
+_SCHEDULE_TOPIC_BYTES = msgcodec.SCHEDULE_TOPIC.encode()
+_C = kernel.COL
+_POS, _SIZE, _QUEUE_ID, _QUEUE_OFFSET, _SYS_FLAG, _TOPIC_POS, _TOPIC_LEN = (
+    _C["pos"], _C["size"], _C["queue_id"], _C["queue_offset"], _C["sys_flag"], _C["topic_pos"],
+    _C["topic_len"])
+# Topics up to this many bytes are grouped with numpy; longer ones (v2 records allow 32767) by a
+# Python loop over the batch.
+_VECTOR_TOPIC_MAX = 256
+
+
+WALK_ROWS, WALK_RECORD, WALK_BLANK, WALK_INVALID = "rows", "record", "blank", "invalid"
+
+
+def walk_log(commit_log: CommitLog, start_phy_offset: int, *, check_crc: bool,
+             whole_segments: bool = False):
+    """Walk the log from `start_phy_offset` the way `CommitLog.scan` + `check_message` do record by
+    record, in batches of `kernel.scan` rows (field checks and CRC in C). Yields:
+
+    - (WALK_ROWS, mapped, rows): valid records of `mapped` (rows of kernel.SCAN_COLUMNS, positions
+      relative to the segment; the array is reused: use it before the next step);
+    - (WALK_RECORD, phy_offset, CheckResult): one valid record found by `check_message`;
+    - (WALK_BLANK, phy_offset, mapped): a BLANK; the walk goes on with the next segment;
+    - (WALK_INVALID, phy_offset, CheckResult): the first invalid record; the walk ends.
+
+    It ends at the end of the segment files too. Reads stop at each segment's read position, or at
+    its size with `whole_segments`. The kernel's rows are records `check_message` accepts, except
+    that it leaves a SCHEDULE_TOPIC_XXXX record's DELAY unjudged: those rows go through
+    `check_message`. Wherever the kernel stops short of a segment's end (a BLANK, an invalid or torn
+    record, the read limit), `check_message` decides what is there.
+    """
+    queue = commit_log.mapped_files
+    out = kernel.scan_buffer(SCAN_BATCH_ROWS)
+    phy_offset = start_phy_offset
+    while True:
+        mapped = queue.find_file(phy_offset)
+        if mapped is None:
+            return
+        base = mapped.file_from_offset
+        buf = mapped.buffer
+        limit = mapped.file_size_bytes if whole_segments else mapped.read_position
+        count, stop, kind, _ = kernel.scan(buf, phy_offset - base, limit, check_crc, out)
+        if count:
+            rows = out[:count]
+            rejected = _first_rejected_schedule_row(buf, rows, limit, check_crc)
+            if rejected is not None:
+                index, result = rejected
+                if index:
+                    yield WALK_ROWS, mapped, rows[:index]
+                yield WALK_INVALID, base + int(rows[index, _POS]), result
+                return
+            yield WALK_ROWS, mapped, rows
+        phy_offset = base + stop
+        if kind == kernel.STOP_FULL or (kind == kernel.STOP_END and stop >= mapped.file_size_bytes):
+            continue      # more rows to read, or the next segment (a record ended the file exactly)
+        result = msgcodec.check_message(buf, stop, check_crc=check_crc, limit=limit)
+        if result.kind == msgcodec.CHECK_RECORD:        # not expected: the kernel stopped short
+            yield WALK_RECORD, phy_offset, result
+            phy_offset += result.size
+        elif result.kind == msgcodec.CHECK_BLANK:
+            yield WALK_BLANK, phy_offset, mapped
+            phy_offset = mapped.file_end_offset
+        else:
+            yield WALK_INVALID, phy_offset, result
+            return
+
+
+def rows_end(mapped: MappedFile, rows: np.ndarray) -> int:
+    """The log offset just past the last record of `rows` (rows of `mapped`)."""
+    return mapped.file_from_offset + int(rows[-1, _POS]) + int(rows[-1, _SIZE])
+
+
 def scan_valid_end(commit_log: CommitLog, start_index: int, *, check_crc: bool,
                    report: RecoveryReport) -> int:
     """Walk records from the start of files[start_index]; return the end of the last valid one."""
     files = commit_log.mapped_files.files
     start = files[start_index].file_from_offset
     process_offset = start
-    seen = report.scanned_queue_max
     last_file_start = files[-1].file_from_offset
-    for phy_offset, result in commit_log.scan(start, check_crc=check_crc):
-        if result.kind == msgcodec.CHECK_RECORD:
-            process_offset = phy_offset + result.size
-            report.last_record_offset = phy_offset
-            report.records_checked += 1
-            request = result.request
-            if request.sys_flag & 0x0C in (0x00, 0x08):   # NOT / COMMIT: has a CQ unit
-                key = (request.topic, request.queue_id)
-                if request.consume_queue_offset >= seen.get(key, -1):
-                    seen[key] = request.consume_queue_offset
-        elif result.kind == msgcodec.CHECK_BLANK:
-            if phy_offset >= last_file_start:
-                process_offset = phy_offset
-                report.stop_reason = f"BLANK record in the last segment at {phy_offset}"
+    for step, where, what in walk_log(commit_log, start, check_crc=check_crc):
+        if step == WALK_ROWS:
+            _note_rows(report, where.buffer, what, where.file_from_offset)
+            process_offset = rows_end(where, what)
+        elif step == WALK_RECORD:
+            _note_record(report, where, what)
+            process_offset = where + what.size
+        elif step == WALK_BLANK:
+            if where >= last_file_start:
+                process_offset = where
+                report.stop_reason = f"BLANK record in the last segment at {where}"
                 break
-            process_offset = commit_log.next_file_start(phy_offset)
+            process_offset = commit_log.next_file_start(where)
         else:
-            process_offset = phy_offset
-            report.stop_reason = _describe_invalid(commit_log, phy_offset, result)
+            process_offset = where
+            report.stop_reason = _describe_invalid(commit_log, where, what)
             break
     else:
         report.stop_reason = report.stop_reason or "end of the segment files"
     report.bytes_checked = process_offset - start
     return process_offset
+
+
+def _first_rejected_schedule_row(buf, rows, limit: int, check_crc: bool):
+    """(row index, CheckResult) of the first SCHEDULE_TOPIC_XXXX row `check_message` rejects (a
+    DELAY Java cannot parse), None if there is none."""
+    candidates = np.flatnonzero(rows[:, _TOPIC_LEN] == len(_SCHEDULE_TOPIC_BYTES))
+    for index in candidates.tolist():
+        topic_pos = int(rows[index, _TOPIC_POS])
+        if buf[topic_pos:topic_pos + len(_SCHEDULE_TOPIC_BYTES)] != _SCHEDULE_TOPIC_BYTES:
+            continue
+        result = msgcodec.check_message(buf, int(rows[index, _POS]), check_crc=check_crc, limit=limit)
+        if result.kind != msgcodec.CHECK_RECORD:
+            return index, result
+    return None
+
+
+def _note_record(report: RecoveryReport, phy_offset: int, result) -> None:
+    """One valid record found by `check_message`: count it and note its queue offset."""
+    report.last_record_offset = phy_offset
+    report.records_checked += 1
+    request = result.request
+    if request.sys_flag & 0x0C in (0x00, 0x08):   # NOT / COMMIT: has a CQ unit
+        key = (request.topic, request.queue_id)
+        if request.consume_queue_offset >= report.scanned_queue_max.get(key, -1):
+            report.scanned_queue_max[key] = request.consume_queue_offset
+
+
+def _note_rows(report: RecoveryReport, buf, rows: np.ndarray, base: int) -> None:
+    """Valid records found by the kernel: count them and note the highest queue offset of every
+    (topic, queue id) among the NOT / COMMIT ones (those with a consume-queue unit)."""
+    report.records_checked += len(rows)
+    report.last_record_offset = base + int(rows[-1, _POS])
+    kinds = rows[:, _SYS_FLAG] & 0x0C
+    queued = rows[(kinds == 0x00) | (kinds == 0x08)]
+    if not len(queued):
+        return
+    seen = report.scanned_queue_max
+    topic_pos, topic_len = queued[:, _TOPIC_POS], queued[:, _TOPIC_LEN]
+    widest = int(topic_len.max())
+    if widest > _VECTOR_TOPIC_MAX:
+        for pos, length, queue_id, queue_offset in queued[
+                :, [_TOPIC_POS, _TOPIC_LEN, _QUEUE_ID, _QUEUE_OFFSET]].tolist():
+            key = (bytes(buf[pos:pos + length]).decode("utf-8", "replace"), queue_id)
+            if queue_offset >= seen.get(key, -1):
+                seen[key] = queue_offset
+        return
+    # One fixed-width key per row: the topic bytes zero-padded, then the topic length (so that a
+    # topic ending in NUL bytes is not confused with a shorter one), then the queue id.
+    data = np.frombuffer(buf, dtype=np.uint8)
+    try:
+        columns = np.arange(widest)
+        gather = topic_pos[:, None] + columns
+        names = np.where(columns < topic_len[:, None], data[np.minimum(gather, len(data) - 1)], 0)
+    finally:
+        del data                      # no export of the map may outlive this call (close/resize)
+    keys = np.empty((len(queued), widest + 12), dtype=np.uint8)
+    keys[:, :widest] = names
+    keys[:, widest:widest + 4] = topic_len.astype(">i4").view(np.uint8).reshape(-1, 4)
+    keys[:, widest + 4:] = queued[:, [_QUEUE_ID]].astype(">i8").view(np.uint8).reshape(-1, 8)
+    unique, inverse = np.unique(keys.view(f"V{widest + 12}").ravel(), return_inverse=True)
+    best = np.full(len(unique), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(best, inverse, queued[:, _QUEUE_OFFSET])
+    first = np.full(len(unique), len(queued), dtype=np.int64)
+    np.minimum.at(first, inverse, np.arange(len(queued)))
+    for group, row in enumerate(first.tolist()):
+        pos, length = int(topic_pos[row]), int(topic_len[row])
+        key = (bytes(buf[pos:pos + length]).decode("utf-8", "replace"), int(queued[row, _QUEUE_ID]))
+        queue_offset = int(best[group])
+        if queue_offset >= seen.get(key, -1):
+            seen[key] = queue_offset
 
 
 def _describe_invalid(commit_log: CommitLog, phy_offset: int, result) -> str:

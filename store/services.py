@@ -13,12 +13,12 @@ import threading
 
 from store.api import PutMessageStatus
 from store.cleanup import CleanupService
-from store.codec import message as msgcodec
 from store.dispatch import ConsumeQueueDispatcher, IndexDispatcher, ReputService
 from store.flush import (AsyncFlushService, CommitService, ConsumeQueueFlushService,
                          GroupCommitService, TransientStorePool)
 from store.lockfile import create_abort, delete_abort
 from store.long_polling import PullRequestHoldService
+from store.recovery import WALK_BLANK, WALK_RECORD, WALK_ROWS, rows_end, walk_log
 from store.store_parts import rebuild_queue_offset_table
 
 log = logging.getLogger(__name__)
@@ -207,18 +207,14 @@ class StoreServices:
         before = commit_log.max_offset()
         commit_log.mapped_files.refresh()
         end = before
-        for _ in range(1_000_000):  # bounded: one iteration per record or segment
-            mapped = commit_log.mapped_files.find_file(end)
-            if mapped is None:
-                break
-            position = end - mapped.file_from_offset
-            result = msgcodec.check_message(mapped.buffer, position, check_crc=True,
-                                            limit=mapped.file_size_bytes)
-            if result.kind == msgcodec.CHECK_RECORD:
-                end += result.size
-            elif result.kind == msgcodec.CHECK_BLANK:
-                mapped.set_positions(mapped.file_size_bytes)
-                end = mapped.file_end_offset
+        for step, where, what in walk_log(commit_log, end, check_crc=True, whole_segments=True):
+            if step == WALK_ROWS:
+                end = rows_end(where, what)
+            elif step == WALK_RECORD:
+                end = where + what.size
+            elif step == WALK_BLANK:
+                what.set_positions(what.file_size_bytes)
+                end = what.file_end_offset
             else:
                 break
         last = commit_log.mapped_files.find_file(end) or commit_log.mapped_files.find_file(end - 1)
