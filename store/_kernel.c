@@ -10,14 +10,17 @@
  *                               writing one row of SCAN_FIELDS int64s per record into `out`
  *   java_hashes(texts)          Java String.hashCode of each str, as native int32s (bytes)
  *
- * The CRC is zlib's CRC-32 (what java.util.zip.CRC32 and RocketMQ's UtilAll.crc32 compute), done
- * with slicing-by-8 tables built at import. Nothing here keeps a pointer past the call that got it.
+ * The CRC is zlib's CRC-32 (what java.util.zip.CRC32 and RocketMQ's UtilAll.crc32 compute): zlib's own
+ * crc32() when setup.py finds zlib.h (RMQ_HAVE_ZLIB), else slicing-by-8 tables built at import. Nothing here keeps a pointer past the call that got it.
  */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef RMQ_HAVE_ZLIB
+#include <zlib.h>
+#endif
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
 #define MAGIC_V2 ((int32_t)0xDAA320AB)
@@ -51,6 +54,20 @@ static void crc_init(void)
             crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
 }
 
+#ifdef RMQ_HAVE_ZLIB
+/* zlib's crc32 (braided, about twice slicing-by-8 here) when setup.py found zlib.h. */
+static uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    while (n > 0) {
+        uInt chunk = n > (Py_ssize_t)0x40000000 ? 0x40000000u : (uInt)n;
+        c = crc32(c, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return (uint32_t)c;
+}
+#else
 static uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n)
 {
     uint32_t c = 0xFFFFFFFFu;
@@ -78,6 +95,7 @@ static uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n)
         c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
 }
+#endif
 
 static inline void put32(unsigned char *p, int32_t v)
 {
@@ -839,7 +857,12 @@ PyMODINIT_FUNC PyInit__kernel(void)
         PyModule_AddIntConstant(m, "STOP_END", STOP_END) < 0 ||
         PyModule_AddIntConstant(m, "STOP_BLANK", STOP_BLANK) < 0 ||
         PyModule_AddIntConstant(m, "STOP_INVALID", STOP_INVALID) < 0 ||
-        PyModule_AddIntConstant(m, "STOP_FULL", STOP_FULL) < 0) {
+        PyModule_AddIntConstant(m, "STOP_FULL", STOP_FULL) < 0 ||
+#ifdef RMQ_HAVE_ZLIB
+        PyModule_AddStringConstant(m, "CRC", "zlib") < 0) {
+#else
+        PyModule_AddStringConstant(m, "CRC", "slicing-by-8") < 0) {
+#endif
         Py_DECREF(m);
         return NULL;
     }
