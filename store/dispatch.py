@@ -16,13 +16,16 @@ import logging
 import threading
 from typing import Callable, Protocol, Sequence
 
+import numpy as np
+
 from store import kernel
 from store.codec import message as msgcodec
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.message import DispatchRequest
-from store.commit_log import CommitLog, is_queued_transaction_type
 from store.codec.topic import validate_topic
+from store.commit_log import CommitLog, is_queued_transaction_type
 from store.errors import InvalidTopicError
+from store.scan_groups import queue_groups
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +108,7 @@ class ReputService:
         self.interval_ms = interval_ms
         self.dispatched_records = 0
         self.skipped_invalid = 0
+        self.skipped_covered = 0        # re-dispatched records every index already had
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()   # one dispatch pass at a time (thread vs catch-up callers)
@@ -169,7 +173,7 @@ class ReputService:
         buf = mapped.buffer
         count, stop, kind, stop_size = kernel.scan(buf, position, mapped.read_position, False, out)
         if count:
-            rows = out[:count]
+            rows = self._uncovered(buf, out[:count])
             for start, length in _SPANS:    # lengths -> ends, for plain slicing
                 rows[:, length] += rows[:, start]
             self._requests_from_rows(buf, rows, batch)
@@ -184,6 +188,40 @@ class ReputService:
             self.skipped_invalid += 1
             return base + stop + stop_size
         return base + stop if count else None
+
+    def _uncovered(self, buf, rows):
+        """The rows some dispatcher still needs. After a crash, recovery re-dispatches from a
+        checkpoint up to a minute old, and most of those records already have their consume-queue
+        unit and index entries: the built-in dispatchers would skip them one by one (same rules as
+        here: phy end <= the queue's max phy end; phy offset < the last index file's end), so such
+        rows are dropped before any request is made. Any other dispatcher sees every record."""
+        queues = index = None
+        for dispatcher in self.dispatchers:
+            if type(dispatcher) is ConsumeQueueDispatcher:
+                queues = dispatcher.consume_queues
+            elif type(dispatcher) is IndexDispatcher:
+                index = dispatcher.index_service
+            else:
+                return rows
+        phy = rows[:, _C["phy_offset"]]
+        if index is not None:
+            files = index.files
+            covered = phy < (files[-1].end_phy_offset if files else 0)
+            if not covered.any():
+                return rows
+        else:
+            covered = np.ones(len(rows), dtype=bool)
+        if queues is not None:
+            kinds = rows[:, _C["sys_flag"]] & 0x0C
+            queued = (kinds == 0x00) | (kinds == 0x08)       # the others get no unit at all
+            keys, inverse = queue_groups(buf, rows)
+            ends = np.array([queues.get_max_phy_end(topic, queue_id) for topic, queue_id in keys],
+                            dtype=np.int64)
+            covered &= ~queued | (phy + rows[:, _C["size"]] <= ends[inverse])
+        if not covered.any():
+            return rows
+        self.skipped_covered += int(covered.sum())
+        return rows[~covered]
 
     def _requests_from_rows(self, buf, rows, batch: list) -> None:
         topics = self._topic_names

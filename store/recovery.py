@@ -19,6 +19,7 @@ from store import kernel
 from store.codec import message as msgcodec
 from store.commit_log import CommitLog
 from store.mapped_file import MappedFile
+from store.scan_groups import queue_groups
 
 
 @dataclass
@@ -116,9 +117,6 @@ _C = kernel.COL
 _POS, _SIZE, _QUEUE_ID, _QUEUE_OFFSET, _SYS_FLAG, _TOPIC_POS, _TOPIC_LEN = (
     _C["pos"], _C["size"], _C["queue_id"], _C["queue_offset"], _C["sys_flag"], _C["topic_pos"],
     _C["topic_len"])
-# Topics up to this many bytes are grouped with numpy; longer ones (v2 records allow 32767) by a
-# Python loop over the batch.
-_VECTOR_TOPIC_MAX = 256
 
 
 WALK_ROWS, WALK_RECORD, WALK_BLANK, WALK_INVALID = "rows", "record", "blank", "invalid"
@@ -247,37 +245,10 @@ def _note_rows(report: RecoveryReport, buf, rows: np.ndarray, base: int) -> None
     if not len(queued):
         return
     seen = report.scanned_queue_max
-    topic_pos, topic_len = queued[:, _TOPIC_POS], queued[:, _TOPIC_LEN]
-    widest = int(topic_len.max())
-    if widest > _VECTOR_TOPIC_MAX:
-        for pos, length, queue_id, queue_offset in queued[
-                :, [_TOPIC_POS, _TOPIC_LEN, _QUEUE_ID, _QUEUE_OFFSET]].tolist():
-            key = (bytes(buf[pos:pos + length]).decode("utf-8", "replace"), queue_id)
-            if queue_offset >= seen.get(key, -1):
-                seen[key] = queue_offset
-        return
-    # One fixed-width key per row: the topic bytes zero-padded, then the topic length (so that a
-    # topic ending in NUL bytes is not confused with a shorter one), then the queue id.
-    data = np.frombuffer(buf, dtype=np.uint8)
-    try:
-        columns = np.arange(widest)
-        gather = topic_pos[:, None] + columns
-        names = np.where(columns < topic_len[:, None], data[np.minimum(gather, len(data) - 1)], 0)
-    finally:
-        del data                      # no export of the map may outlive this call (close/resize)
-    keys = np.empty((len(queued), widest + 12), dtype=np.uint8)
-    keys[:, :widest] = names
-    keys[:, widest:widest + 4] = topic_len.astype(">i4").view(np.uint8).reshape(-1, 4)
-    keys[:, widest + 4:] = queued[:, [_QUEUE_ID]].astype(">i8").view(np.uint8).reshape(-1, 8)
-    unique, inverse = np.unique(keys.view(f"V{widest + 12}").ravel(), return_inverse=True)
-    best = np.full(len(unique), np.iinfo(np.int64).min, dtype=np.int64)
+    keys, inverse = queue_groups(buf, queued)
+    best = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(best, inverse, queued[:, _QUEUE_OFFSET])
-    first = np.full(len(unique), len(queued), dtype=np.int64)
-    np.minimum.at(first, inverse, np.arange(len(queued)))
-    for group, row in enumerate(first.tolist()):
-        pos, length = int(topic_pos[row]), int(topic_len[row])
-        key = (bytes(buf[pos:pos + length]).decode("utf-8", "replace"), int(queued[row, _QUEUE_ID]))
-        queue_offset = int(best[group])
+    for key, queue_offset in zip(keys, best.tolist()):
         if queue_offset >= seen.get(key, -1):
             seen[key] = queue_offset
 
