@@ -1,30 +1,33 @@
 """Commit-log segment -> Arrow record batches, vectorised (spec §2).
 
-Two steps:
+1. `RecordScanner` walks a split with `store.kernel.scan` (C, or its Python twin with
+   RMQ_KERNEL=python): each record is checked like `checkMessageAndReturnSize` (length formula, BODYCRC
+   when asked) and becomes one row of int64s (header fields, body/topic/properties positions, the
+   TAGS/KEYS/UNIQ_KEY/DELAY value positions). The first failing record ends the split — where
+   RocketMQ's recovery ends the log — with the same END_* kinds the former Python walk gave.
+2. `RecordDecoder` builds the requested columns of a batch of rows (`ScanLayout`): fixed fields straight
+   from the rows, variable ones as Arrow arrays cut from the mapped file in C++ (`arrowkit.ragged_*`),
+   the property map parsed for all records at once (`properties_vec`).
 
-1. `walk_records` follows TOTALSIZE from record to record (the only sequential part: each record's size
-   says where the next one starts). It reads 8 bytes per record and stops at a BLANK (end of segment),
-   at an unknown magic (zero-filled tail, garbage), at a size that cannot be a record or runs past the
-   file, or at `stop_position` (the next split's first record).
-2. `RecordDecoder` gathers every field of all walked records at once with numpy fancy indexing from the
-   mapped file, re-checks each record's length formula exactly as recovery does (spec §2.7 step 6) and
-   cuts the batch at the first record that fails — that is where RocketMQ's recovery ends the log.
-
-Variable-length fields (body, topic, properties) become Arrow arrays through one boolean mask over the
-covered byte range; properties are parsed for all records at once (`properties_vec`).
+`walk_records` (header-only walk, for planning splits and streaming) and `layout_records` /
+`crc_mismatches` (used by streaming's `advance`) keep their former results.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from store.pipeline.arrowkit import binary_array, gather_int, java_hashes, ragged_slices, string_array
+from store import kernel
+from store.pipeline.arrowkit import (
+    binary_array, gather_int, java_hashes, ragged_binary, ragged_slices, ragged_string, string_array,
+)
 from store.pipeline.hosts import host_text, offset_message_ids
 from store.pipeline.properties_vec import parse_properties
 
@@ -90,21 +93,40 @@ class WalkResult:
 
 
 def walk_records(buf, start_position: int = 0, stop_position: int | None = None) -> WalkResult:
-    """Follow TOTALSIZE from `start_position` (a record start) through a segment buffer."""
+    """Follow TOTALSIZE from `start_position` (a record start) through a segment buffer.
+
+    A header-only walk: a record counts when its magic is a message magic, its size is at least
+    `MIN_RECORD_SIZE` and it fits in the file; its field layout is not judged (`layout_records` does
+    that). `kernel.scan` does the walking in C and also checks the layout; where it stops at a record
+    whose header alone is fine, the walk takes that record and scans on after it.
+    """
     limit = len(buf)
     stop = limit if stop_position is None else min(stop_position, limit)
-    positions: list[int] = []
-    append = positions.append
+    view = memoryview(buf)
+    out = kernel.scan_buffer(_PLAN_ROWS)
+    chunks: list[np.ndarray] = []
     position = start_position
-    end_kind = END_FILE
-    unpack = _HEADER.unpack_from
-    view = memoryview(buf)  # unpacking from a memoryview is ~2x faster than from the numpy array
-    # The hot loop: one unpack, one test and one append per record (bench/decode_bench.py).
-    while position < stop and position + 8 <= limit:
-        size, magic = unpack(view, position)
+    while True:
+        if position >= stop:
+            end_kind = END_STOP if position < limit else END_FILE
+            break
+        count, next_position, kind, _ = kernel.scan(view, position, stop, False, out)
+        if count:
+            chunks.append(out[:count, _POS].copy())
+        position = next_position
+        if kind == kernel.STOP_FULL or (kind == kernel.STOP_END and position >= stop):
+            continue
+        if kind == kernel.STOP_BLANK:
+            end_kind = END_BLANK
+            break
+        # Invalid for scan (or cut by `stop`): judge the header alone, against the whole file.
+        if position + 8 > limit:
+            end_kind = END_INVALID
+            break
+        size, magic = _HEADER.unpack_from(view, position)
         if (magic == MESSAGE_MAGIC_V1 or magic == MESSAGE_MAGIC_V2) and size >= MIN_RECORD_SIZE \
                 and position + size <= limit:
-            append(position)
+            chunks.append(np.array([position], dtype=np.int64))
             position += size
             continue
         if magic == BLANK_MAGIC:
@@ -112,15 +134,97 @@ def walk_records(buf, start_position: int = 0, stop_position: int | None = None)
         else:
             end_kind = END_ZEROS if size == 0 and magic == 0 else END_INVALID
         break
-    else:
-        if position >= stop:
-            end_kind = END_STOP if position < limit else END_FILE
-        else:
-            end_kind = END_INVALID  # fewer than 8 bytes left for a header
-    starts = np.array(positions, dtype=np.int64)
-    sizes = gather_int(buf, starts, 4) if len(positions) else np.zeros(0, dtype=np.int64)
-    magics = gather_int(buf, starts + 4, 4) if len(positions) else np.zeros(0, dtype=np.int64)
+    starts = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)
+    sizes = gather_int(buf, starts, 4) if len(starts) else np.zeros(0, dtype=np.int64)
+    magics = gather_int(buf, starts + 4, 4) if len(starts) else np.zeros(0, dtype=np.int64)
     return WalkResult(starts, sizes, magics, position, end_kind)
+
+
+_PLAN_ROWS = 65536  # rows per kernel.scan call of a header walk (13 MiB of scratch)
+_POS, _SIZE = kernel.COL["pos"], kernel.COL["size"]
+
+
+def _end_kind_at(view, position: int, kind: int) -> str:
+    """END_* of a scan that found no record at `position` (scanned against the whole file)."""
+    if kind == kernel.STOP_BLANK:
+        return END_BLANK
+    if kind == kernel.STOP_END:
+        return END_FILE
+    if position + 8 <= len(view):
+        size, magic = _HEADER.unpack_from(view, position)
+        if size == 0 and magic == 0:
+            return END_ZEROS
+    return END_INVALID
+
+
+class RecordScanner:
+    """The records of one split as `kernel.scan` rows, one array per batch of at most `batch_bytes`.
+
+    Equivalent to `walk_records` + `layout_records` (+ `crc_mismatches`) followed by cutting at the
+    first failing record: a record counts when it starts before `stop_position` and passes
+    `checkMessageAndReturnSize`'s checks against the whole file. A batch holds the records that end
+    within `batch_bytes` of its first record (at least one record). After iteration `end_position`,
+    `end_kind` and `records` say where and why the split ended.
+    """
+
+    def __init__(self, buf, start_position: int = 0, stop_position: int | None = None, *,
+                 check_crc: bool = False, batch_bytes: int = 32 * 1024 * 1024):
+        self.buf = buf
+        self.start_position = start_position
+        self.stop_position = stop_position
+        self.check_crc = check_crc
+        self.batch_bytes = max(1, batch_bytes)
+        self.end_position = start_position
+        self.end_kind = END_FILE
+        self.records = 0
+
+    def batches(self) -> Iterator[np.ndarray]:
+        view = memoryview(self.buf)
+        limit = len(view)
+        stop = limit if self.stop_position is None else min(self.stop_position, limit)
+        position = self.start_position
+        rows_hint = 1024
+        one = kernel.scan_buffer(1)
+        while True:
+            if position >= stop:
+                self._finish(position, END_STOP if position < limit else END_FILE)
+                return
+            soft = min(position + self.batch_bytes, stop)
+            out = kernel.scan_buffer(rows_hint)
+            count = 0
+            while True:
+                got, next_position, kind, _ = kernel.scan(view, position, soft, self.check_crc, out[count:])
+                count += got
+                position = next_position
+                if kind != kernel.STOP_FULL:
+                    break
+                bigger = kernel.scan_buffer(out.shape[0] * 2)
+                bigger[:count] = out[:count]
+                out = bigger
+            if count:
+                rows_hint = max(rows_hint, count + count // 8 + 1)
+                self.records += count
+                yield out[:count]
+                if kind == kernel.STOP_BLANK:
+                    self._finish(position, END_BLANK)
+                    return
+                continue  # a stop inside the batch window is judged again from its own start
+            if kind == kernel.STOP_BLANK:
+                self._finish(position, END_BLANK)
+                return
+            # Nothing fitted below the window (a record larger than batch_bytes, one crossing `stop`,
+            # a header cut by the window, or an invalid record): judge it against the whole file.
+            got, next_position, kind, _ = kernel.scan(view, position, limit, self.check_crc, one)
+            if got:
+                self.records += 1
+                yield one.copy()
+                position = int(one[0, _POS] + one[0, _SIZE])
+                continue
+            self._finish(position, _end_kind_at(view, position, kind))
+            return
+
+    def _finish(self, position: int, kind: str) -> None:
+        self.end_position, self.end_kind = position, kind
 
 
 @dataclass
@@ -199,89 +303,141 @@ def crc_mismatches(buf, layout: RecordLayout, body_crc: np.ndarray) -> np.ndarra
     return (layout.body_length > 0) & (computed != body_crc)
 
 
+_C = kernel.COL
+# Fixed header fields that `kernel.scan` rows carry: column -> row field.
+_ROW_FIELDS = {
+    "store_size": "size", "body_crc": "body_crc", "queue_id": "queue_id", "flag": "flag",
+    "queue_offset": "queue_offset", "commit_log_offset": "phy_offset", "sys_flag": "sys_flag",
+    "born_timestamp": "born_ts", "store_timestamp": "store_ts", "prepared_transaction_offset": "prepared",
+}
+_PROPERTY_VALUES = {"tags": "tags", "keys": "keys", "uniq_key": "uniq"}
+
+
+class ScanLayout:
+    """The `kernel.scan` rows of a batch (n x SCAN_FIELDS int64) and the columns cut from them."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = rows
+        self.cache: dict = {}
+
+    def __len__(self) -> int:
+        return self.rows.shape[0]
+
+    def field(self, name: str) -> np.ndarray:
+        """One row field as a contiguous int64 array."""
+        key = ("field", name)
+        if key not in self.cache:
+            self.cache[key] = np.ascontiguousarray(self.rows[:, _C[name]])
+        return self.cache[key]
+
+    def take(self, rows: np.ndarray) -> "ScanLayout":
+        return ScanLayout(self.rows[rows])
+
+    @property
+    def position(self) -> np.ndarray:
+        return self.field("pos")
+
+    @property
+    def born_v6(self) -> np.ndarray:
+        return (self.field("sys_flag") & SYSFLAG_BORNHOST_V6) != 0
+
+    @property
+    def store_v6(self) -> np.ndarray:
+        return (self.field("sys_flag") & SYSFLAG_STOREHOST_V6) != 0
+
+    @property
+    def store_host_at(self) -> np.ndarray:
+        return self.position + np.where(self.born_v6, 76, 64)   # pos + 56 + born host width
+
+
 class RecordDecoder:
-    """Builds the requested columns of a `RecordLayout` over `buf` (the segment's bytes)."""
+    """Builds the requested columns of a `ScanLayout` over `buf` (the segment's bytes)."""
 
     def __init__(self, buf: np.ndarray, file_from_offset: int, file_name: str):
         self.buf = buf
         self.file_from_offset = file_from_offset
         self.file_name = file_name
 
-    def topics(self, layout: RecordLayout) -> pa.Array:
+    def topics(self, layout: ScanLayout) -> pa.Array:
         if "topic" not in layout.cache:
-            offsets, data = ragged_slices(self.buf, layout.topic_at, layout.topic_length)
-            layout.cache["topic"] = string_array(offsets, data)
+            layout.cache["topic"] = ragged_string(self.buf, layout.field("topic_pos"), layout.field("topic_len"))
         return layout.cache["topic"]
 
-    def column(self, name: str, layout: RecordLayout) -> pa.Array:
-        buf, pos = self.buf, layout.position
-        fixed = {
-            "store_size": (0, 4), "magic": (4, 4), "body_crc": (8, 4), "queue_id": (12, 4), "flag": (16, 4),
-            "queue_offset": (20, 8), "commit_log_offset": (28, 8), "sys_flag": (36, 4), "born_timestamp": (40, 8),
-        }
-        if name in fixed:
-            offset, width = fixed[name]
-            return pa.array(gather_int(buf, pos + offset, width), type=COMMITLOG_COLUMNS[name])
+    def column(self, name: str, layout: ScanLayout) -> pa.Array:
+        buf = self.buf
+        if name in _ROW_FIELDS:
+            values = layout.field(_ROW_FIELDS[name])
+            arrow_type = COMMITLOG_COLUMNS[name]
+            return pa.array(values.astype(np.int32) if arrow_type == pa.int32() else values, type=arrow_type)
         if name == "phy_offset":
-            return pa.array(pos + self.file_from_offset, type=pa.int64())
+            return pa.array(layout.position + self.file_from_offset, type=pa.int64())
         if name == "position":
-            return pa.array(pos, type=pa.int32())
+            return pa.array(layout.position.astype(np.int32), type=pa.int32())
+        if name == "magic":
+            version = layout.field("version")
+            return pa.array(np.where(version == 2, MESSAGE_MAGIC_V2, MESSAGE_MAGIC_V1).astype(np.int32), type=pa.int32())
         if name == "file_name":
-            # One value repeated: a C-level take instead of n Python string objects.
-            return pa.array([self.file_name], type=pa.string()).take(pa.array(np.zeros(len(layout), np.int32)))
-        if name == "store_timestamp":
-            return pa.array(gather_int(buf, layout.store_timestamp_at, 8), type=pa.int64())
-        tail = layout.store_host_at + np.where(layout.store_v6, 20, 8)
-        if name == "reconsume_times":
-            return pa.array(gather_int(buf, tail, 4), type=pa.int32())
-        if name == "prepared_transaction_offset":
-            return pa.array(gather_int(buf, tail + 4, 8), type=pa.int64())
+            encoded = np.frombuffer(self.file_name.encode("utf-8"), dtype=np.uint8)
+            n = len(layout)
+            offsets = np.arange(n + 1, dtype=np.int64) * encoded.shape[0]
+            return string_array(offsets, np.tile(encoded, n))
+        if name == "reconsume_times":  # the 4 bytes before PREPAREDTRANSACTIONOFFSET and BODYLENGTH
+            return pa.array(gather_int(buf, layout.field("body_pos") - 16, 4).astype(np.int32), type=pa.int32())
         if name == "born_host":
-            return host_text(buf, pos + 48, layout.born_v6)
+            return host_text(buf, layout.position + 48, layout.born_v6)
         if name == "store_host":
             return host_text(buf, layout.store_host_at, layout.store_v6)
         if name == "msg_id":
-            return offset_message_ids(buf, layout.store_host_at, layout.store_v6, gather_int(buf, pos + 28, 8))
+            return offset_message_ids(buf, layout.store_host_at, layout.store_v6, layout.field("phy_offset"))
         if name == "body":
-            return binary_array(*ragged_slices(buf, layout.body_at, layout.body_length))
+            return ragged_binary(buf, layout.field("body_pos"), layout.field("body_len"))
         if name == "topic":
             return self.topics(layout)
         if name == "properties_raw":
             return binary_array(*self._properties_bytes(layout))
-        parsed = self._properties(layout)
         if name == "properties":
-            return parsed.to_map()
+            return self._properties(layout).to_map()
         if name == "tags_code":
-            return self._tags_code(layout, parsed)
-        property_name = {"tags": "TAGS", "keys": "KEYS", "uniq_key": "UNIQ_KEY"}[name]
-        return parsed.lookup(property_name)
+            return self._tags_code(layout)
+        return self._property_value(layout, _PROPERTY_VALUES[name])
 
-    def _tags_code(self, layout: RecordLayout, parsed) -> pa.Array:
-        codes = java_hashes(parsed.lookup("TAGS")).astype(np.int64)
+    def _property_value(self, layout: ScanLayout, field_name: str) -> pa.Array:
+        """TAGS / KEYS / UNIQ_KEY / DELAY (the last non-empty entry, located by the scan), null when absent."""
+        key = ("value", field_name)
+        if key not in layout.cache:
+            at = layout.field(field_name + "_pos")
+            present = at >= 0
+            layout.cache[key] = ragged_string(self.buf, np.where(present, at, 0), layout.field(field_name + "_len"),
+                                              None if bool(present.all()) else present)
+        return layout.cache[key]
+
+    def _tags_code(self, layout: ScanLayout) -> pa.Array:
+        codes = java_hashes(self._property_value(layout, "tags")).astype(np.int64)
         scheduled = np.asarray(pc.equal(self.topics(layout), SCHEDULE_TOPIC).to_numpy(zero_copy_only=False), bool)
         if scheduled.any():
-            text = parsed.lookup("DELAY")
+            text = self._property_value(layout, "delay")
             numeric = pc.if_else(pc.match_substring_regex(text, r"^-?[0-9]{1,9}$"), text, pa.scalar(None, pa.string()))
             levels = pc.fill_null(pc.cast(numeric, pa.int64()), 0).to_numpy(zero_copy_only=False)
             delayed = scheduled & (levels > 0)
-            stamps = gather_int(self.buf, layout.store_timestamp_at, 8)
+            stamps = layout.field("store_ts")
             level = np.minimum(levels, len(DELAY_LEVELS_MS))
             codes = np.where(delayed, stamps + DELAY_LEVELS_MS[np.clip(level - 1, 0, None)], codes)
         return pa.array(codes, type=pa.int64())
 
-    def _properties_bytes(self, layout: RecordLayout) -> tuple[np.ndarray, np.ndarray]:
+    def _properties_bytes(self, layout: ScanLayout) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, bytes) of every PROPERTIES field, cut once for `properties_raw` and the parser."""
         if "properties_bytes" not in layout.cache:
-            layout.cache["properties_bytes"] = ragged_slices(self.buf, layout.properties_at, layout.properties_length)
+            layout.cache["properties_bytes"] = ragged_slices(self.buf, layout.field("props_pos"),
+                                                             layout.field("props_len"))
         return layout.cache["properties_bytes"]
 
-    def _properties(self, layout: RecordLayout):
+    def _properties(self, layout: ScanLayout):
         if "properties" not in layout.cache:
             offsets, data = self._properties_bytes(layout)
             layout.cache["properties"] = parse_properties(data, offsets)
         return layout.cache["properties"]
 
-    def batch(self, layout: RecordLayout, columns: list[str]) -> pa.RecordBatch:
+    def batch(self, layout: ScanLayout, columns: list[str]) -> pa.RecordBatch:
         arrays = [self.column(name, layout) for name in columns]
         schema = pa.schema([(name, COMMITLOG_COLUMNS[name]) for name in columns])
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -295,13 +451,13 @@ class RowFilter:
     store_timestamp_min_ms: int | None = None
     store_timestamp_max_ms: int | None = None
 
-    def mask(self, decoder: RecordDecoder, layout: RecordLayout) -> np.ndarray | None:
+    def mask(self, decoder: RecordDecoder, layout: ScanLayout) -> np.ndarray | None:
         keep = None
         if self.topics is not None:
             hit = pc.is_in(decoder.topics(layout), value_set=pa.array(sorted(self.topics), type=pa.string()))
             keep = np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
         if self.store_timestamp_min_ms is not None or self.store_timestamp_max_ms is not None:
-            stamps = gather_int(decoder.buf, layout.store_timestamp_at, 8)
+            stamps = layout.field("store_ts")
             in_range = np.ones(len(layout), dtype=bool)
             if self.store_timestamp_min_ms is not None:
                 in_range &= stamps >= self.store_timestamp_min_ms

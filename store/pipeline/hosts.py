@@ -10,10 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from store.pipeline.arrowkit import constant_column, decimal_digits, gather_bytes, gather_int, hex_chars, join_columns
+from store.pipeline.arrowkit import (
+    constant_column, decimal_digits, gather_bytes, gather_int, hex_chars, join_columns, string_array, unaligned_view,
+)
 
 IPV4_HOST_BYTES = 8
 IPV6_HOST_BYTES = 20
+# The two upper-case hex characters of every byte value, as one native uint16 (chars in memory order).
+_HEX_PAIRS = np.frombuffer(b"".join(b"%02X" % value for value in range(256)), dtype=np.uint16)
 
 
 def _port_text(ports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -22,7 +26,25 @@ def _port_text(ports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def host_text(buf: np.ndarray, host_positions: np.ndarray, is_v6: np.ndarray) -> pa.Array:
-    """`ip:port` text of the host field at each position; `is_v6` says which rows use 20-byte fields."""
+    """`ip:port` text of the host field at each position; `is_v6` says which rows use 20-byte fields.
+
+    Hosts repeat (one store host, a few producers): when every row is IPv4, the text is built for the
+    distinct 8-byte (address, port) values only and taken for every row.
+    """
+    n = host_positions.shape[0]
+    if n > 64 and not bool(is_v6.any()) and buf.flags.c_contiguous:
+        keys = pa.array(unaligned_view(buf, "<u8")[host_positions.astype(np.int64, copy=False)])
+        encoded = keys.dictionary_encode()
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        if len(encoded.dictionary) * 4 < n:
+            first = np.empty(len(encoded.dictionary), dtype=np.int64)
+            first[codes] = np.arange(n, dtype=np.int64)   # some row of each distinct value
+            distinct = _host_text_rows(buf, host_positions[first], is_v6[first])
+            return distinct.take(pa.array(codes))
+    return _host_text_rows(buf, host_positions, is_v6)
+
+
+def _host_text_rows(buf: np.ndarray, host_positions: np.ndarray, is_v6: np.ndarray) -> pa.Array:
     n = host_positions.shape[0]
     v4_bytes = gather_bytes(buf, host_positions, 4)
     parts: list[tuple[np.ndarray, np.ndarray]] = []
@@ -62,6 +84,15 @@ def offset_message_ids(
 ) -> pa.Array:
     """Upper-case hex of store address + port + phy_offset (32 characters, 56 for IPv6 store hosts)."""
     n = store_host_positions.shape[0]
+    if not bool(is_v6.any()) and buf.flags.c_contiguous:
+        # All IPv4: 8 bytes of host + 8 of offset -> 32 hex characters, two per byte from a table.
+        raw = np.empty((n, 2), dtype=">u8")
+        if n:
+            raw[:, 0] = unaligned_view(buf, ">u8")[store_host_positions.astype(np.int64, copy=False)]
+        raw[:, 1] = phy_offsets.astype(np.int64).view(np.uint64)
+        chars = _HEX_PAIRS[raw.view(np.uint8).reshape(n, 16)]
+        offsets = np.arange(n + 1, dtype=np.int64) * 32
+        return string_array(offsets, chars.view(np.uint8).reshape(-1))
     raw = np.zeros((n, 28), dtype=np.uint8)
     raw[:, :20] = gather_bytes(buf, store_host_positions, 20) if n else raw[:, :20]
     # IPv4 rows: 4 address bytes + 4 port bytes are the first 8 bytes; move the offset right after them.

@@ -16,10 +16,8 @@ import numpy as np
 import pyarrow as pa
 
 from store.pipeline.commitlog_decoder import (
-    COMMITLOG_COLUMNS, END_FILE, END_INVALID, RecordDecoder, RowFilter, crc_mismatches, layout_records,
-    walk_records,
+    COMMITLOG_COLUMNS, RecordDecoder, RecordScanner, RowFilter, ScanLayout, walk_records,
 )
-from store.pipeline.arrowkit import gather_int
 from store.pipeline.layout import SegmentFile
 
 DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
@@ -56,6 +54,22 @@ def map_file(path: str) -> np.ndarray:
     return np.frombuffer(mapping, dtype=np.uint8)
 
 
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)   # Linux >= 5.14
+
+
+def populate(buf: np.ndarray, start: int, stop: int) -> None:
+    """Map the pages of buf[start:stop] in one call (page-cache pages; a no-op where unsupported),
+    instead of one page fault per 16 pages while the records are read."""
+    mapping = getattr(buf.base, "obj", buf.base)   # np.frombuffer(mmap) -> memoryview -> mmap
+    if not isinstance(mapping, mmap.mmap) or stop <= start:
+        return
+    start -= start % mmap.PAGESIZE
+    try:
+        mapping.madvise(MADV_POPULATE_READ, start, min(stop, len(mapping)) - start)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 class SegmentReader:
     """Decodes one split. Iterate `batches()`; afterwards `end` says where and why reading stopped."""
 
@@ -80,32 +94,19 @@ class SegmentReader:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         buf = map_file(self.split.path)
-        walk = walk_records(buf, self.split.start_position, self.split.stop_position)
+        stop = len(buf) if self.split.stop_position is None else min(self.split.stop_position + 65536, len(buf))
+        populate(buf, self.split.start_position, stop)
+        scanner = RecordScanner(buf, self.split.start_position, self.split.stop_position,
+                                check_crc=self.check_crc, batch_bytes=self.batch_bytes)
         decoder = RecordDecoder(buf, self.split.file_from_offset, os.path.basename(self.split.path))
-        layout, ok = layout_records(buf, walk)
-        if self.check_crc and len(layout):
-            ok &= ~crc_mismatches(buf, layout, gather_int(buf, layout.position + 8, 4))
-        end_position, end_kind = walk.end_position, walk.end_kind
-        good = len(layout)
-        if not bool(ok.all()):
-            good = int(np.argmin(ok))
-            end_position, end_kind = int(layout.position[good]), END_INVALID
-        if end_kind == END_FILE and end_position < len(buf):
-            end_kind = END_INVALID  # a torn header in the last 8 bytes
-        self.end = SegmentEnd(self.split.file_from_offset + end_position, end_kind, good)
-        ends = np.cumsum(layout.size[:good])
-        start_row = 0
-        while start_row < good:
-            base = ends[start_row - 1] if start_row else 0
-            stop_row = int(np.searchsorted(ends, base + self.batch_bytes, side="right"))
-            stop_row = min(max(stop_row, start_row + 1), good)
-            part = layout.take(np.arange(start_row, stop_row))
+        for rows in scanner.batches():
+            part = ScanLayout(rows)
             keep = self.row_filter.mask(decoder, part)
             if keep is not None:
                 part = part.take(np.flatnonzero(keep))
             if len(part):
                 yield decoder.batch(part, self.columns)
-            start_row = stop_row
+        self.end = SegmentEnd(self.split.file_from_offset + scanner.end_position, scanner.end_kind, scanner.records)
 
 
 def plan_splits(segments: list[SegmentFile], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[SegmentSplit]:
