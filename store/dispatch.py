@@ -109,6 +109,8 @@ class ReputService:
         self.dispatched_records = 0
         self.skipped_invalid = 0
         self.skipped_covered = 0        # re-dispatched records every index already had
+        self.indexed_directly = 0       # re-dispatched records only the index lacked (no requests)
+        self._last_skipped_unit = None  # (phy offset, store time, dispatcher) of the last one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()   # one dispatch pass at a time (thread vs catch-up callers)
@@ -173,7 +175,7 @@ class ReputService:
         buf = mapped.buffer
         count, stop, kind, stop_size = kernel.scan(buf, position, mapped.read_position, False, out)
         if count:
-            rows = self._uncovered(buf, out[:count])
+            rows = self._uncovered(buf, out[:count], may_index_directly=not batch)
             for start, length in _SPANS:    # lengths -> ends, for plain slicing
                 rows[:, length] += rows[:, start]
             self._requests_from_rows(buf, rows, batch)
@@ -189,39 +191,75 @@ class ReputService:
             return base + stop + stop_size
         return base + stop if count else None
 
-    def _uncovered(self, buf, rows):
-        """The rows some dispatcher still needs. After a crash, recovery re-dispatches from a
-        checkpoint up to a minute old, and most of those records already have their consume-queue
-        unit and index entries: the built-in dispatchers would skip them one by one (same rules as
-        here: phy end <= the queue's max phy end; phy offset < the last index file's end), so such
-        rows are dropped before any request is made. Any other dispatcher sees every record."""
-        queues = index = None
+    def _uncovered(self, buf, rows, *, may_index_directly: bool):
+        """The rows that still need dispatch requests.
+
+        After a crash, recovery re-dispatches from a checkpoint up to a minute old. Most of those
+        records already have their consume-queue unit, and often their index entries (unless the
+        index files newer than the checkpoint were dropped). The built-in dispatchers would skip
+        them one by one (same rules as here: phy end <= the queue's max phy end; phy offset < the
+        index's endPhyOffset), so such rows are dropped before any request is made. When the rows
+        only lack index entries and nothing is waiting in the batch (`may_index_directly`: log order
+        is kept), their keys are hashed by the kernel and inserted without requests. With any other
+        dispatcher, every row gets a request.
+        """
+        queues = index = queue_dispatcher = None
         for dispatcher in self.dispatchers:
             if type(dispatcher) is ConsumeQueueDispatcher:
                 queues = dispatcher.consume_queues
+                queue_dispatcher = dispatcher
             elif type(dispatcher) is IndexDispatcher:
                 index = dispatcher.index_service
             else:
                 return rows
         phy = rows[:, _C["phy_offset"]]
-        if index is not None:
-            files = index.files
-            covered = phy < (files[-1].end_phy_offset if files else 0)
-            if not covered.any():
-                return rows
-        else:
-            covered = np.ones(len(rows), dtype=bool)
         if queues is not None:
             kinds = rows[:, _C["sys_flag"]] & 0x0C
             queued = (kinds == 0x00) | (kinds == 0x08)       # the others get no unit at all
             keys, inverse = queue_groups(buf, rows)
             ends = np.array([queues.get_max_phy_end(topic, queue_id) for topic, queue_id in keys],
                             dtype=np.int64)
-            covered &= ~queued | (phy + rows[:, _C["size"]] <= ends[inverse])
+            in_queues = ~queued | (phy + rows[:, _C["size"]] <= ends[inverse])
+        else:
+            in_queues = np.ones(len(rows), dtype=bool)
+        if not in_queues[0]:
+            return rows                                       # new records: the usual way
+        if queue_dispatcher is not None and queue_dispatcher.on_written is not None:
+            # RocketMQ counts a unit built again as written (the checkpoint's logics time moves
+            # to its store time): remember the last such row for after this batch's dispatch.
+            skipped = np.flatnonzero(queued & in_queues)
+            if len(skipped):
+                last = rows[skipped[-1]]
+                self._last_skipped_unit = (int(last[_C["phy_offset"]]), int(last[_C["store_ts"]]),
+                                           queue_dispatcher)
+        index_end = index.end_phy_offset if index is not None else None
+        in_index = phy < index_end if index is not None else np.ones(len(rows), dtype=bool)
+        # The leading run of rows already in their consume queue.
+        prefix = len(rows) if in_queues.all() else int(np.argmin(in_queues))
+        if may_index_directly and index is not None and not in_index[:prefix].all():
+            if self._index_directly(buf, index, rows[:prefix][~in_index[:prefix]]):
+                self.skipped_covered += int(in_index[:prefix].sum())
+                return rows[prefix:]
+        covered = in_queues & in_index
         if not covered.any():
             return rows
         self.skipped_covered += int(covered.sum())
         return rows[~covered]
+
+    def _index_directly(self, buf, index, rows) -> bool:
+        """Index entries for `rows` (in the consume queues already) without requests; False when
+        the kernel asks for the Python way (a key or topic that is not ASCII)."""
+        capacity = len(rows) + int(((rows[:, _C["keys_len"]] + 1) // 2 + 1).sum())
+        hashes = np.empty(capacity, dtype=np.int64)
+        numbers = np.empty(capacity, dtype=np.int64)
+        count = kernel.index_hashes(buf, np.ascontiguousarray(rows), hashes, numbers)
+        if count < 0:
+            return False
+        numbers = numbers[:count]
+        index.build_index_hashed(hashes[:count], rows[numbers, _C["phy_offset"]],
+                                 rows[numbers, _C["store_ts"]])
+        self.indexed_directly += len(rows)
+        return True
 
     def _requests_from_rows(self, buf, rows, batch: list) -> None:
         topics = self._topic_names
@@ -270,12 +308,17 @@ class ReputService:
                 if self.reput_offset >= end and self.reput_offset >= self.commit_log.min_offset():
                     break
                 before = self.reput_offset
+                indexed_before = self.indexed_directly
                 batch, new_offset = self._next_batch(end)
+                indexed = self.indexed_directly - indexed_before     # without requests
+                total += indexed
+                self.dispatched_records += indexed
                 if batch:
                     for dispatcher in self.dispatchers:
                         dispatcher.dispatch(batch)
                     total += len(batch)
                     self.dispatched_records += len(batch)
+                self._note_skipped_units(batch)
                 # Moved only once the batch is in every index, so "behind 0" means "queryable".
                 self.reput_offset = new_offset
                 if batch:
@@ -286,6 +329,21 @@ class ReputService:
                 if max_batches is not None and batches >= max_batches:
                     break
         return total
+
+    def _note_skipped_units(self, batch) -> None:
+        """Tell the consume-queue dispatcher's `on_written` about units dropped as already built
+        when they come after every unit of the batch (it then has the time RocketMQ would have)."""
+        skipped = self._last_skipped_unit
+        if skipped is None:
+            return
+        self._last_skipped_unit = None
+        phy_offset, store_timestamp, queue_dispatcher = skipped
+        for request in reversed(batch):
+            if request.sys_flag & 0x0C in _QUEUED_KINDS and _legal_topic(request):
+                if request.commit_log_offset > phy_offset:
+                    return
+                break
+        queue_dispatcher.on_written(store_timestamp)
 
     def _notify(self, batch: Sequence[DispatchRequest]) -> None:
         if not self.listeners:

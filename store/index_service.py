@@ -236,16 +236,34 @@ class IndexService:
                 end_phy_offset = phy_offset
         if not key_strings:
             return
-        hashes = java_hashes(key_strings)
-        hashes = np.where(hashes == INT32_MIN, 0, np.abs(hashes))   # index_key_hash
-        phys = np.array(phy_offsets, dtype=np.int64)
-        times = np.array(timestamps, dtype=np.int64)
+        self._insert(index_file, java_hashes(key_strings), np.array(phy_offsets, dtype=np.int64),
+                     np.array(timestamps, dtype=np.int64))
+
+    @property
+    def end_phy_offset(self) -> int:
+        """endPhyOffset of the newest file (0 without files): records below it are indexed."""
+        with self._lock:
+            return self._files[-1].end_phy_offset if self._files else 0
+
+    def build_index_hashed(self, key_hashes, phys, times) -> None:
+        """`build_index` for keys already made and hashed (Java String.hashCode of each
+        `topic#key`, in log order, see `store.kernel.index_hashes`), of records at or above
+        `end_phy_offset` that are not ROLLBACKs: the same bytes as build_index of their requests."""
+        if self.read_only:
+            raise ReadOnlyStoreError(f"index {self.index_dir} is read-only")
+        index_file = self._current_file()
+        if len(key_hashes):
+            self._insert(index_file, key_hashes, phys, times)
+
+    def _insert(self, index_file: IndexFile, key_hashes, phys, times) -> None:
+        hashes = np.where(key_hashes == INT32_MIN, 0, np.abs(key_hashes))   # index_key_hash
         done = 0
-        for _ in range(len(key_strings) + 1):   # bounded: each pass inserts at least one key
+        total = len(hashes)
+        for _ in range(total + 1):   # bounded: each pass inserts at least one key
             written = index_file.put_keys(hashes[done:], phys[done:], times[done:])
             done += written
             index_file.write_header()
-            if done >= len(key_strings):
+            if done >= total:
                 break
             index_file = self._current_file()
         if index_file.is_full():

@@ -11,6 +11,7 @@ which gives the same answers, only slower: tests/test_kernel.py runs both on the
 | place           | copy a record into a segment with its offsets and time, header last  |
 | encode_put      | `put_path.encode_for_put`'s common case (no Python twin: None = ask) |
 | scan            | walk records like `checkMessageAndReturnSize` into rows of int64s    |
+| index_hashes    | the Java hashes of the index keys of scan rows (ASCII only; -1: ask) |
 | java_hashes     | Java `String.hashCode` of many strings (numpy int64 of int32 values) |
 """
 
@@ -176,6 +177,38 @@ def _scan_py(buf, start: int, limit: int, check_crc: bool, out: np.ndarray):
         pos += total
 
 
+# -- index_hashes -------------------------------------------------------------------------------
+
+def _index_hashes_py(buf, rows: np.ndarray, out_hashes: np.ndarray, out_rows: np.ndarray) -> int:
+    from store.codec.javahash import java_string_hash
+    count = 0
+    capacity = len(out_hashes)
+    for number, row in enumerate(rows.tolist()):
+        if row[COL["sys_flag"]] & 0x0C == 0x0C:
+            continue
+        spans = [(row[COL["uniq_pos"]], row[COL["uniq_len"]], False),
+                 (row[COL["keys_pos"]], row[COL["keys_len"]], True)]
+        if spans[0][0] < 0 and spans[1][0] < 0:
+            continue
+        topic = bytes(buf[row[COL["topic_pos"]]:row[COL["topic_pos"]] + row[COL["topic_len"]]])
+        if not topic.isascii():
+            return -1
+        for position, length, split in spans:
+            if position < 0:
+                continue
+            value = bytes(buf[position:position + length])
+            if not value.isascii():
+                return -1
+            for token in (value.split(b" ") if split else [value]):
+                if token:
+                    if count == capacity:
+                        return -2
+                    out_hashes[count] = java_string_hash((topic + b"#" + token).decode("ascii"))
+                    out_rows[count] = number
+                    count += 1
+    return count
+
+
 # -- java_hashes --------------------------------------------------------------------------------
 
 def _java_hashes_py(texts: list[str]) -> np.ndarray:
@@ -190,6 +223,7 @@ if COMPILED:
     # store.put_path.encode_for_put's common case in one call (None: let the Python path decide).
     encode_put = _native.encode_put
     place = _native.place
+    index_hashes = _native.index_hashes
 
     def scan(buf, start: int, limit: int, check_crc: bool, out: np.ndarray):
         """Walk records of `buf` from `start` (see the module table); returns (count,
@@ -205,5 +239,6 @@ else:
     encode_record = _encode_record_py
     encode_put = None
     place = _place_py
+    index_hashes = _index_hashes_py
     scan = _scan_py
     java_hashes = _java_hashes_py

@@ -81,3 +81,40 @@ def test_records_missing_from_the_index_are_dispatched_again(tmp_path):
         assert store.get_max_offset_in_queue("T", 0) == 40
     finally:
         store.close()
+
+
+def _write(root, *, index_later: bool, accent: str):
+    topic = "T"
+    store = MessageStore.open(small_config(root), clock_ms=FakeClock(), start_services=False)
+    try:
+        for n in range(700):                    # several index files (small_config: 256 entries)
+            uniq = {"UNIQ_KEY": f"{n:032X}"} if n % 3 else None
+            keys = (f"k{n}{accent}", f"o{n % 7}", "")
+            assert store.put_message(Message(topic, b"w" * (n % 50), n % 3, None, keys, uniq,
+                                             sys_flag=0x0C if n % 97 == 5 else 0)).ok
+        reput = store.services.reput
+        if index_later:
+            index_dispatchers = [d for d in reput.dispatchers
+                                 if type(d).__name__ == "IndexDispatcher"]
+            reput.dispatchers = [d for d in reput.dispatchers if d not in index_dispatchers]
+            store.dispatch_pending()
+            reput.dispatchers += index_dispatchers
+            store.commit_log.pending_dispatch.clear()
+            reput.reput_offset = 0
+            reput.do_reput()
+            direct = reput.indexed_directly
+        else:
+            store.dispatch_pending()
+            direct = 0
+    finally:
+        store.close()
+    files = {p.name: p.read_bytes() for p in (root / "index").iterdir() if p.is_file()}
+    return files, direct
+
+
+@pytest.mark.parametrize("accent", ["", "ö"])
+def test_index_built_directly_is_byte_identical(tmp_path, accent):
+    expected, _ = _write(tmp_path / "requests", index_later=False, accent=accent)
+    got, direct = _write(tmp_path / "direct", index_later=True, accent=accent)
+    assert len(expected) >= 3 and got == expected
+    assert (direct > 0) == (accent == "")        # non-ASCII keys take the request path
