@@ -65,6 +65,15 @@ def _open_or_build(root: str, count: int):
     return store, time.perf_counter() - started
 
 
+def _read_files(root: str) -> None:
+    """Read every file of the store once (into the page cache)."""
+    for directory, _, names in os.walk(root):
+        for name in names:
+            with open(os.path.join(directory, name), "rb") as f:
+                while f.read(1 << 20):
+                    pass
+
+
 def _mark_complete(root: str, count: int) -> None:
     if _reuse_dir is not None:
         with open(os.path.join(root, REUSE_MARKER), "w") as f:
@@ -116,6 +125,13 @@ def run(args, report: common.Report) -> None:
                 queue_id, ts = argument
                 store.get_offset_in_queue_by_time("BenchTopic", queue_id, ts)
 
+            # "Warm page cache" made true: this VM reclaims idle page cache, and a reused store
+            # may have been evicted since its last run (major faults showed up as the p99).
+            _read_files(root)
+            for argument in key_args()[:ops // 10]:
+                key_query(argument)
+            for argument in time_args()[:ops // 10]:
+                time_lookup(argument)
             results = common.interleaved(reps, {
                 "key": lambda: timed_ops(key_query, key_args()),
                 "time": lambda: timed_ops(time_lookup, time_args()),
@@ -139,7 +155,8 @@ def run(args, report: common.Report) -> None:
     built = f"built in {build_s:.0f} s" if build_s is not None else f"reused from {_reuse_dir}"
     report.notes.append(f"store of {count:,} messages of {BODY_BYTES} B in {QUEUES} queues (3 index keys "
                         f"each), {built} with batch-32 puts; {ops} ops per repetition; "
-                        "warm page cache.")
+                        "warm page cache (every store file read once first) and an untimed warm-up of "
+                        f"{ops // 10} ops of each kind.")
     if build_s is not None:
         report.extra["store_build_s"] = build_s
 

@@ -11,8 +11,15 @@ from __future__ import annotations
 
 from store.codec.cq_unit import CQ_UNIT_SIZE, UNIT_STRUCT
 from store.consume_queue import StoreTimeOf, check_boundary
-from store.consume_queue_time import (LOWER, NEAREST, UPPER, java_div, relative_to_queue_offset,
-                                      search_boundary, search_nearest)
+from store.consume_queue_time import (
+    LOWER,
+    NEAREST,
+    UPPER,
+    java_div,
+    relative_to_queue_offset,
+    search_boundary_units,
+    search_nearest_units,
+)
 
 
 def offset_by_time(queue, timestamp_ms: int, boundary: str, store_time_of: StoreTimeOf) -> int:
@@ -23,43 +30,22 @@ def offset_by_time(queue, timestamp_ms: int, boundary: str, store_time_of: Store
     return min(max(result, queue.min_offset()), queue.max_offset())
 
 
-class _LazyUnits:
-    """Units of one CQ file read on demand: a binary search touches ~log2(n) of them, so copying
-    the whole file (300,000 units by default) per lookup would dominate its cost."""
-
-    __slots__ = ("buffer", "count")
-
-    def __init__(self, mapped, byte_count: int):
-        self.buffer = mapped.buffer
-        self.count = byte_count // CQ_UNIT_SIZE
-
-    def __len__(self) -> int:
-        return self.count
-
-    def unit(self, index: int) -> tuple[int, int]:
-        phy_offset, size, _tags = UNIT_STRUCT.unpack_from(self.buffer, index * CQ_UNIT_SIZE)
-        return phy_offset, size
-
-    def phy(self, index: int) -> int:
-        return UNIT_STRUCT.unpack_from(self.buffer, index * CQ_UNIT_SIZE)[0]
-
-
-def _units_of(mapped, byte_count: int) -> _LazyUnits:
-    return _LazyUnits(mapped, byte_count)
-
-
 def _nearest(queue, timestamp_ms: int, store_time_of: StoreTimeOf) -> int:
     files = queue.mapped_files.files
     if not files:
         return 0
-    mapped = next((f for f in files if f.mtime_ms() >= timestamp_ms), files[-1])
-    if mapped.read_position == 0:
+    # The first file modified at or after the time, else the last one: the last file is the answer
+    # either way, so only the others need a stat.
+    mapped = next((f for f in files[:-1] if f.mtime_ms() >= timestamp_ms), files[-1])
+    read_position = mapped.read_position
+    if read_position == 0:
         return 0
     low_bytes = max(queue.min_logic_offset - mapped.file_from_offset, 0)
-    units = _units_of(mapped, mapped.read_position)
-    index = search_nearest(units.phy, lambda i: store_time_of(*units.unit(i)),
-                           low_bytes // CQ_UNIT_SIZE, len(units) - 1, timestamp_ms,
-                           queue.commit_log_min_offset)
+    # Units are read from the map as the search probes them (~log2(n) of them): copying the file
+    # (300,000 units by default) per lookup would dominate its cost.
+    index = search_nearest_units(mapped.buffer, store_time_of, low_bytes // CQ_UNIT_SIZE,
+                                 read_position // CQ_UNIT_SIZE - 1, timestamp_ms,
+                                 queue.commit_log_min_offset)
     if index is None:
         return 0
     if index < 0:
@@ -110,14 +96,12 @@ def _boundary(queue, timestamp_ms: int, boundary: str, store_time_of: StoreTimeO
         return 0  # selectMappedBuffer(0, range) fails
     base = mapped.file_from_offset // CQ_UNIT_SIZE
     floor = max(queue.min_logic_offset - mapped.file_from_offset, 0) // CQ_UNIT_SIZE
-    units = _units_of(mapped, range_bytes)
-    ceiling = len(units) - 1
+    ceiling = range_bytes // CQ_UNIT_SIZE - 1
     if floor > ceiling:
         # RocketMQ would read past its buffer here; the min offset is the only sensible answer.
         return relative_to_queue_offset(base, floor)
-    return search_boundary(units.phy, lambda i: store_time_of(*units.unit(i)), floor,
-                           ceiling, timestamp_ms, queue.commit_log_min_offset, boundary, base,
-                           all_later_lower=base)
+    return search_boundary_units(mapped.buffer, store_time_of, floor, ceiling, timestamp_ms,
+                                 queue.commit_log_min_offset, boundary, base, all_later_lower=base)
 
 
-__all__ = ["offset_by_time", "LOWER", "UPPER", "NEAREST"]
+__all__ = ["LOWER", "NEAREST", "UPPER", "offset_by_time"]

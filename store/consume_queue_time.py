@@ -10,7 +10,8 @@ They reproduce RocketMQ's loops step by step (same probes, same tie rules), beca
 
 from __future__ import annotations
 
-from typing import Callable
+import struct
+from collections.abc import Callable
 
 NEAREST = "nearest"
 LOWER = "lower"
@@ -120,3 +121,129 @@ def relative_to_queue_offset(base: int, index: int) -> int:
     if index >= 0:
         return base + index
     return max(base - 1, 0)
+
+
+# -- the same searches over a buffer of 20-byte CQ units ---------------------------------------------
+#
+# `search_nearest` / `search_boundary` with phy_at(i) = the phy offset of unit i of `units` and
+# time_at(i) = store_time_of(phy offset, size of unit i), inlined: a lookup makes ~log2(n) probes and
+# two closure calls per probe were most of its cost. They must stay step-for-step copies of the
+# generic loops above (tests/test_lookup_speed_paths.py compares them on random and adversarial
+# units).
+#
+# A `store_time_of` may carry `memo`, a dict phy offset -> store time that its owner guarantees
+# stays true (store.lookups: records never change while a writable store is open), and `floor`,
+# the offset below which the memo must not be used (the commit log's start). The first
+# MEMO_DEPTH probes of a search are the same units for every search of a file, so their times are
+# remembered there; deeper probes differ from search to search and are read each time.
+
+_unpack_phy_size = struct.Struct(">qi").unpack_from
+_UNIT_BYTES = 20
+MEMO_DEPTH = 11          # probes 1..11: at most 2**11 - 1 distinct units per search window
+
+
+def _memo_of(store_time_of):
+    memo = getattr(store_time_of, "memo", None)
+    return memo, (store_time_of.floor if memo is not None else 0)
+
+
+def search_nearest_units(units, store_time_of: Callable[[int, int], int], low: int, high: int,
+                         timestamp_ms: int, min_phy_offset: int) -> int | None:
+    """`search_nearest` over the CQ units in `units` (a buffer; unit i at byte 20 * i)."""
+    memo, memo_floor = _memo_of(store_time_of)
+    depth = 0
+    target = left = right = -1
+    left_time = right_time = -1
+    while high >= low:
+        mid = (low + high) // 2
+        depth += 1
+        phy_offset, size = _unpack_phy_size(units, mid * _UNIT_BYTES)
+        if phy_offset < min_phy_offset:
+            low = mid + 1
+            left = mid
+            continue
+        if depth <= MEMO_DEPTH and memo is not None and phy_offset >= memo_floor:
+            store_time = memo.get(phy_offset)
+            if store_time is None:
+                store_time = store_time_of(phy_offset, size)
+                if store_time is not None and store_time >= 0:
+                    memo[phy_offset] = store_time
+        else:
+            store_time = store_time_of(phy_offset, size)
+        if store_time is None or store_time < 0:
+            return None
+        if store_time == timestamp_ms:
+            target = mid
+            break
+        if store_time > timestamp_ms:
+            high = mid - 1
+            right, right_time = mid, store_time
+        else:
+            low = mid + 1
+            left, left_time = mid, store_time
+    if target != -1:
+        return target
+    if left_time == -1:
+        return right
+    if right_time == -1:
+        return left
+    return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
+
+
+def search_boundary_units(units, store_time_of: Callable[[int, int], int], floor: int, ceiling: int,
+                          timestamp_ms: int, min_phy_offset: int, boundary: str, base: int,
+                          all_later_lower: int) -> int:
+    """`search_boundary` over the CQ units in `units` (a buffer; unit i at byte 20 * i)."""
+    assert boundary in (LOWER, UPPER)
+    memo, memo_floor = _memo_of(store_time_of)
+
+    def time_at(index: int) -> int:
+        return store_time_of(*_unpack_phy_size(units, index * _UNIT_BYTES))
+
+    ceiling_time = time_at(ceiling)
+    if ceiling_time is not None and ceiling_time < timestamp_ms:
+        return base + ceiling + 1 if boundary == LOWER else base + ceiling
+    floor_time = time_at(floor)
+    if floor_time is not None and floor_time > timestamp_ms:
+        return all_later_lower if boundary == LOWER else 0
+    low, high = floor, ceiling
+    depth = 0
+    target = left = right = -1
+    while high >= low:
+        mid = (low + high) // 2
+        depth += 1
+        phy_offset, size = _unpack_phy_size(units, mid * _UNIT_BYTES)
+        # (no holes in a file CQ: phy_at never answers None here)
+        if phy_offset < min_phy_offset:
+            low = mid + 1
+            left = mid
+            continue
+        if depth <= MEMO_DEPTH and memo is not None and phy_offset >= memo_floor:
+            store_time = memo.get(phy_offset)
+            if store_time is None:
+                store_time = store_time_of(phy_offset, size)
+                if store_time is not None and store_time >= 0:
+                    memo[phy_offset] = store_time
+        else:
+            store_time = store_time_of(phy_offset, size)
+        if store_time is None or store_time < 0:
+            return 0
+        if store_time == timestamp_ms:
+            target = mid
+            break
+        if store_time > timestamp_ms:
+            high = mid - 1
+            right = mid
+        else:
+            low = mid + 1
+            left = mid
+    if target != -1:
+        if boundary == LOWER:
+            while target - 1 >= floor and time_at(target - 1) == timestamp_ms:
+                target -= 1
+        else:
+            while target + 1 <= ceiling and time_at(target + 1) == timestamp_ms:
+                target += 1
+        return base + target
+    found = right if boundary == LOWER else left
+    return relative_to_queue_offset(base, found)

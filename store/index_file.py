@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,50 @@ _pack_header = HEADER_STRUCT.pack_into
 _pack_slot = SLOT_STRUCT.pack_into
 _unpack_slot = SLOT_STRUCT.unpack_from
 _unpack_entry = ENTRY_STRUCT.unpack_from
+_MASK32 = 0xFFFFFFFF
+_BYTE_ORDER = sys.byteorder
+try:   # the compiled kernel's Java hash of a list of strings: native int32s in a bytes object
+    from store.kernel import COMPILED as _KERNEL_COMPILED
+    from store.kernel import _native as _KERNEL
+    _native_hashes = _KERNEL.java_hashes if _KERNEL_COMPILED else None
+except (ImportError, AttributeError):
+    _native_hashes = None
+_INT32_MIN_UNSIGNED = 0x80000000
+_PREFIX_STATES: dict[str, int] = {}   # "topic#" -> Java hash state after it (unsigned 32-bit)
+_MAX_PREFIX_STATES = 4096
+
+
+def query_key_hash(key_string: str, prefix_length: int = 0) -> int:
+    """`index_key_hash(key_string)` (abs of Java's hashCode, 0 for Integer.MIN_VALUE), faster.
+
+    With the compiled kernel, one C call. Otherwise Java's hash, a left-to-right loop, resumes
+    from the cached state after the first `prefix_length` characters (a query's "topic#", the
+    same for every query of a topic), so only the rest is hashed per query. Non-ASCII strings
+    take `index_key_hash`.
+    """
+    if not key_string.isascii():
+        return index_key_hash(key_string)
+    if _native_hashes is not None:
+        h = int.from_bytes(_native_hashes([key_string]), _BYTE_ORDER)  # unsigned 32-bit
+    else:
+        h = 0
+        rest = key_string
+        if prefix_length:
+            prefix = key_string[:prefix_length]
+            h = _PREFIX_STATES.get(prefix, -1)
+            if h < 0:
+                h = 0
+                for byte in prefix.encode("ascii"):
+                    h = (31 * h + byte) & _MASK32
+                if len(_PREFIX_STATES) >= _MAX_PREFIX_STATES:
+                    _PREFIX_STATES.clear()
+                _PREFIX_STATES[prefix] = h
+            rest = key_string[prefix_length:]
+        for byte in rest.encode("ascii"):
+            h = (31 * h + byte) & _MASK32
+    if h < _INT32_MIN_UNSIGNED:
+        return h
+    return 0 if h == _INT32_MIN_UNSIGNED else (1 << 32) - h
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,13 +320,17 @@ class IndexFile:
     # -- read --------------------------------------------------------------------------------------
 
     def select(self, result: list[int], key_string: str, max_num: int, begin_ms: int,
-               end_ms: int) -> None:
-        """selectPhyOffset (spec §5.8): append matching phy offsets, newest first, to `result`."""
+               end_ms: int, key_hash: int | None = None) -> None:
+        """selectPhyOffset (spec §5.8): append matching phy offsets, newest first, to `result`.
+
+        `key_hash` may be passed precomputed (`query_key_hash(key_string)`; a query walks several
+        files with the same key)."""
         if self.read_only:
             self._load_header()
         buf = self._require_map()
         index_count = self.index_count
-        key_hash = index_key_hash(key_string)
+        if key_hash is None:
+            key_hash = query_key_hash(key_string)
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.max_hash_slot_num) * HASH_SLOT_SIZE
         entry_number = _unpack_slot(buf, slot_pos)[0]
         if entry_number <= 0 or entry_number > index_count or index_count <= 1:
@@ -314,7 +363,7 @@ class IndexFile:
         if self.read_only:
             self._load_header()
         buf = self._require_map()
-        key_hash = index_key_hash(key_string)
+        key_hash = query_key_hash(key_string)
         slot = key_hash % self.max_hash_slot_num
         entry_number = _unpack_slot(buf, INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE)[0]
         steps: list[ChainStep] = []

@@ -5,9 +5,26 @@ Kept apart from `message_store.py` so that the facade stays small; everything he
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
+from store.codec.message import (
+    MESSAGE_MAGIC_V1,
+    MESSAGE_MAGIC_V2,
+    SYSFLAG_BORNHOST_V6,
+    store_timestamp_position,
+)
+
 BOUNDARIES = ("nearest", "lower", "upper")
+_unpack_int = struct.Struct(">i").unpack_from
+_unpack_long = struct.Struct(">q").unpack_from
+_unpack_size_magic = struct.Struct(">ii").unpack_from
+# Store times remembered by time searches (see `_store_time_reader`); cleared when this full. A
+# search remembers its first 11 probes, at most 2,047 units per file for a fixed window.
+STORE_TIME_MEMO_MAX = 1 << 16
+# STORETIMESTAMP position for an IPv4 / IPv6 born host (the only thing the sys flag changes here).
+_STORE_TS_V4 = store_timestamp_position(0)
+_STORE_TS_V6 = store_timestamp_position(SYSFLAG_BORNHOST_V6)
 
 
 @dataclass(frozen=True)
@@ -45,12 +62,83 @@ class LookupsMixin:
         if boundary not in BOUNDARIES:
             raise ValueError(f"boundary must be one of {BOUNDARIES}, not {boundary!r}")
         return self.consume_queues.get_offset_in_queue_by_time(
-            topic, queue_id, timestamp_ms, boundary, self._store_time_of)
+            topic, queue_id, timestamp_ms, boundary, self._store_time_reader())
 
     def _store_time_of(self, phy_offset: int, size: int) -> int:
-        if phy_offset < self.commit_log.min_offset():
-            return -1
-        return self.commit_log.store_timestamp_at(phy_offset, size)
+        """Store time of the record at `phy_offset`, -1 below the commit log or when unreadable."""
+        return self._store_time_reader()(phy_offset, size)
+
+    def _store_time_reader(self):
+        """A `_store_time_of` for one lookup, which calls it ~log2(n) times.
+
+        It holds the commit log's segment list as it was when made, and reads the usual case (the
+        record's head inside one segment's readable part) straight from the map; anything else
+        (a segment appended or deleted since, a record past the readable part) takes
+        `CommitLog.store_timestamp_at` on the live segments, which gives the same answers.
+
+        On a writable store it carries `memo` (this store's dict phy offset -> store time) and
+        `floor` (the commit log's start): the searches of store.consume_queue_time remember there
+        the times of their first probes, the same units for every search of a file. That is sound
+        because a record never changes while the store is open (the commit log only grows;
+        recovery, the only thing that truncates it, runs before the store opens), and offsets
+        below the start are never looked up in it. A read-only store follows a writer that may
+        recover and rewrite its tail, so it has no memo.
+        """
+        mapped_files = self.commit_log.mapped_files
+        files = mapped_files.files
+        slow = self.commit_log.store_timestamp_at
+        if not files:
+            return lambda phy_offset, size: -1 if phy_offset < 0 else slow(phy_offset, size)
+        first_from = files[0].file_from_offset
+        segment_bytes = mapped_files.file_size_bytes
+        count = len(files)
+
+        def store_time_of(phy_offset: int, size: int) -> int:
+            if phy_offset < first_from:
+                return -1      # below commit_log.min_offset()
+            index = (phy_offset - first_from) // segment_bytes
+            if index < count:
+                mapped = files[index]
+                position = phy_offset - mapped.file_from_offset
+                if 0 <= position < segment_bytes and not mapped.destroyed:
+                    limit = mapped.read_position
+                    if position + 40 <= limit:
+                        buffer = mapped.buffer
+                        if _unpack_int(buffer, position + 36)[0] & SYSFLAG_BORNHOST_V6:
+                            position += _STORE_TS_V6
+                        else:
+                            position += _STORE_TS_V4
+                        if position + 8 <= limit:
+                            return _unpack_long(buffer, position)[0]
+            return slow(phy_offset, size)
+
+        if not self.read_only:
+            memo = self.__dict__.get("_store_times")
+            if memo is None:
+                memo = self.__dict__["_store_times"] = {}
+            elif len(memo) >= STORE_TIME_MEMO_MAX:
+                memo.clear()
+            store_time_of.memo = memo
+            store_time_of.floor = first_from
+        return store_time_of
+
+    def _read_record(self, phy_offset: int) -> bytes | None:
+        """`CommitLog.read_record` (the raw record at `phy_offset`, None if there is none) with one
+        segment lookup instead of two; same checks: the head and the whole record within the
+        segment's readable part, a message magic, TOTALSIZE > 0."""
+        mapped = self.commit_log.mapped_files.find_file(phy_offset)
+        if mapped is None or mapped.destroyed:
+            return None
+        position = phy_offset - mapped.file_from_offset
+        limit = mapped.read_position
+        if position < 0 or position + 8 > limit:
+            return None
+        buffer = mapped.buffer
+        size, magic = _unpack_size_magic(buffer, position)
+        if (magic != MESSAGE_MAGIC_V1 and magic != MESSAGE_MAGIC_V2) or size <= 0 \
+                or position + size > limit:
+            return None
+        return buffer[position:position + size]
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         unit = self.consume_queues.get_unit(topic, queue_id, queue_offset)

@@ -1,0 +1,258 @@
+"""The fast lookup paths give the same answers as the plain ones they replace.
+
+* `search_nearest_units` / `search_boundary_units` (inlined file-CQ searches, with and without the
+  store-time memo) against the generic `search_nearest` / `search_boundary`, on random and adversarial
+  units: equal times, non-monotonic times, units below the min offset, unreadable store times;
+* `query_key_hash` (compiled and pure-Python) against `index_key_hash`;
+* `LookupsMixin._read_record` / `_store_time_reader` against `CommitLog.read_record` /
+  `store_timestamp_at` at every kind of offset;
+* `query_message` against the straightforward implementation (hash collisions included) and time
+  lookups of a writable store (which remembers store times) against a read-only open (which does not).
+
+No timing asserts: speed is measured by `python -m bench.lookups`.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+
+from store import Message, MessageStore
+from store.codec.javahash import index_key_hash, java_string_hash
+from store.codec.message import decode_message
+from store.consume_queue_time import (
+    LOWER,
+    MEMO_DEPTH,
+    UPPER,
+    search_boundary,
+    search_boundary_units,
+    search_nearest,
+    search_nearest_units,
+)
+from store.index_file import query_key_hash
+from store.message_store import FOREVER_MS
+from tests.engine_util import FakeClock, small_config
+
+UNIT = struct.Struct(">qiq")
+
+
+# -- searches over CQ units --------------------------------------------------------------------------
+
+def _units(rng: random.Random, count: int, kind: str):
+    """(buffer of CQ units, store time per phy offset, min phy offset)."""
+    phys = [1000 + 50 * i for i in range(count)]
+    if kind == "monotonic":
+        times = sorted(rng.randrange(1000, 1000 + 3 * count) for _ in range(count))
+    elif kind == "plateaus":       # long runs of equal times
+        times = sorted(rng.choice((1000, 1005, 1010, 1015)) for _ in range(count))
+    elif kind == "noisy":          # non-monotonic
+        times = [1000 + 2 * i + rng.randrange(-20, 21) for i in range(count)]
+    else:                          # "broken": some store times unreadable
+        times = [1000 + i if rng.random() > 0.05 else -1 for i in range(count)]
+    buffer = b"".join(UNIT.pack(p, 100, 0) for p in phys)
+    by_phy = dict(zip(phys, times))
+    min_phy = rng.choice((0, 0, phys[rng.randrange(count)]))
+    return buffer, by_phy, min_phy
+
+
+def _plain(buffer, by_phy, calls):
+    def phy_at(i):
+        return UNIT.unpack_from(buffer, 20 * i)[0]
+
+    def time_at(i):
+        phy = UNIT.unpack_from(buffer, 20 * i)[0]
+        calls.append(phy)
+        return by_phy[phy]
+    return phy_at, time_at
+
+
+def _fast(by_phy, memo=None, floor=0):
+    def store_time_of(phy, size):
+        assert size == 100
+        return by_phy[phy]
+    if memo is not None:
+        store_time_of.memo = memo
+        store_time_of.floor = floor
+    return store_time_of
+
+
+@pytest.mark.parametrize("kind", ["monotonic", "plateaus", "noisy", "broken"])
+def test_unit_searches_match_the_generic_ones(kind):
+    rng = random.Random(sum(map(ord, kind)))
+    for _case in range(150):
+        count = rng.choice((1, 2, 3, 7, 64, 500, 5000))
+        buffer, by_phy, min_phy = _units(rng, count, kind)
+        memo: dict[int, int] = {}
+        floor = rng.choice((0, 0, 1000 + 50 * rng.randrange(count)))
+        targets = [min(by_phy.values()) - 1, max(by_phy.values()) + 1] + \
+            [rng.choice(list(by_phy.values())) + rng.randrange(-2, 3) for _ in range(12)]
+        for ts in targets:
+            low = rng.randrange(count) if rng.random() < 0.2 else 0
+            high = count - 1
+            calls: list[int] = []
+            phy_at, time_at = _plain(buffer, by_phy, calls)
+            want = search_nearest(phy_at, time_at, low, high, ts, min_phy)
+            for fast in (_fast(by_phy), _fast(by_phy, memo, floor)):
+                assert search_nearest_units(buffer, fast, low, high, ts, min_phy) == want
+            for boundary in (LOWER, UPPER):
+                base = rng.randrange(0, 10_000)
+                want = search_boundary(phy_at, time_at, low, high, ts, min_phy, boundary, base, base)
+                for fast in (_fast(by_phy), _fast(by_phy, memo, floor)):
+                    assert search_boundary_units(buffer, fast, low, high, ts, min_phy, boundary,
+                                                 base, base) == want
+        # the memo holds only what was read, from the first probes, at or above its floor
+        assert all(by_phy[phy] == t and phy >= floor and t >= 0 for phy, t in memo.items())
+
+
+def test_memo_is_used_for_the_first_probes_only():
+    count = 1 << 14
+    phys = [1000 + 50 * i for i in range(count)]
+    by_phy = {p: 2 * i for i, p in enumerate(phys)}      # strictly increasing, even
+    buffer = b"".join(UNIT.pack(p, 100, 0) for p in phys)
+    memo: dict[int, int] = {}
+    read: list[int] = []
+
+    def store_time_of(phy, size):
+        read.append(phy)
+        return by_phy[phy]
+    store_time_of.memo = memo
+    store_time_of.floor = 0
+    answer = search_nearest_units(buffer, store_time_of, 0, count - 1, 2 * 777 + 1, 0)
+    first = len(read)
+    assert answer in (777, 778) and first > MEMO_DEPTH and len(memo) == MEMO_DEPTH
+    read.clear()
+    assert search_nearest_units(buffer, store_time_of, 0, count - 1, 2 * 777 + 1, 0) == answer
+    assert len(read) == first - MEMO_DEPTH
+
+
+# -- key hash ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_query_key_hash_is_index_key_hash(monkeypatch, compiled):
+    from store import index_file
+    if not compiled:
+        monkeypatch.setattr(index_file, "_native_hashes", None)
+    elif index_file._native_hashes is None:
+        pytest.skip("the compiled kernel is not built")
+    assert java_string_hash("polygenelubricants") == -(2 ** 31)
+    rng = random.Random(7)
+    samples = ["", "a", "T#", "T#polygenelubricants"[2:], "polygenelubricants", "x" * 5000,
+               "TopicA#ü€𝄞", "Topic#\x00\x7f"] + \
+        ["".join(chr(rng.randrange(0, 128)) for _ in range(rng.randrange(0, 60)))
+         for _ in range(3000)]
+    for text in samples:
+        for prefix_length in {0, 1, len(text) // 2, len(text)}:
+            assert query_key_hash(text, prefix_length) == index_key_hash(text), (text, prefix_length)
+
+
+# -- records and store times -------------------------------------------------------------------------
+
+def _filled_store(tmp_path, count=300, **overrides):
+    store = MessageStore.open(small_config(tmp_path / "s", **overrides),
+                              clock_ms=FakeClock(step_ms=7))
+    for n in range(count):
+        # two keys that collide in Java's hash ("Aa" / "BB"), and a body size that varies
+        keys = ["Aa" if n % 2 else "BB", f"k{n}"]
+        result = store.put_message(Message("T", b"x" * (n % 13), queue_id=n % 3, tags="t",
+                                           keys=keys))
+        assert result.ok
+    while store.dispatch_behind_bytes() > 0:
+        store.dispatch_pending()
+    return store
+
+
+def test_read_record_and_store_times_match_the_commit_log(tmp_path):
+    with _filled_store(tmp_path) as store:
+        log = store.commit_log
+        end = log.max_offset()
+        record_starts = []
+        offset = log.min_offset()
+        while offset < end:
+            raw = log.read_record(offset)
+            if raw is None:      # a blank at the end of a segment
+                offset = log.next_file_start(offset)
+                continue
+            record_starts.append(offset)
+            offset += len(raw)
+        assert len(record_starts) == 300
+        reader = store._store_time_reader()
+        probes = set(record_starts) | {-1, 0, 1, 7, end, end - 1, end + 100, 10 ** 12}
+        probes |= {o + d for o in record_starts[::17] for d in (1, 3, 40)}
+        probes |= {f.file_from_offset + f.file_size_bytes - d for f in log.mapped_files.files
+                   for d in (1, 8, 40, 60)}
+        for offset in sorted(probes):
+            assert store._read_record(offset) == log.read_record(offset), offset
+            want = -1 if offset < log.min_offset() else log.store_timestamp_at(offset, 0)
+            assert reader(offset, 0) == want, offset
+            assert store._store_time_of(offset, 0) == want, offset
+
+
+def _query_message_plain(store, topic, key, max_num=32, begin_ms=0, end_ms=FOREVER_MS):
+    """query_message as it was written before the fast paths (the reference)."""
+    max_num = max(1, min(max_num, store.config.max_msgs_num_batch))
+    hits = []
+    last_ts = last_phy = 0
+    round_end = end_ms
+    for _round in range(3):
+        offsets = store.index_service.query_offsets(topic, key, max_num, begin_ms, round_end)
+        last_ts, last_phy = offsets.last_update_timestamp, offsets.last_update_phy_offset
+        if not offsets.phy_offsets:
+            break
+        first_time = None
+        for phy_offset in sorted(offsets.phy_offsets):
+            raw = store.commit_log.read_record(phy_offset)
+            if raw is None:
+                continue
+            record = decode_message(raw)
+            if first_time is None:
+                first_time = record.store_timestamp
+            hits.append(record)
+        if hits or first_time is None or first_time < begin_ms:
+            break
+        round_end = first_time
+    messages = [m for m in hits if m.topic == topic and (key == m.uniq_key or key in m.key_list)]
+    return (messages, last_ts, last_phy, len(hits) >= max_num, len(hits) - len(messages))
+
+
+def test_query_message_matches_the_plain_implementation(tmp_path):
+    with _filled_store(tmp_path) as store:
+        assert java_string_hash("T#Aa") == java_string_hash("T#BB")
+        first = store.get_earliest_message_time()
+        windows = [(0, FOREVER_MS), (first + 500, first + 900), (first + 2000, FOREVER_MS)]
+        keys = ["Aa", "BB", "k0", "k5", "k299", "k300", "", "nope"]
+        for key in keys:
+            for max_num in (1, 5, 32, 1000):
+                for begin_ms, end_ms in windows:
+                    got = store.query_message("T", key, max_num, begin_ms, end_ms)
+                    want = _query_message_plain(store, "T", key, max_num, begin_ms, end_ms)
+                    assert (got.messages, got.index_last_update_timestamp,
+                            got.index_last_update_phy_offset, got.truncated,
+                            got.collisions_filtered) == want, (key, max_num, begin_ms)
+        collided = store.query_message("T", "Aa", 64)
+        assert collided.messages and collided.collisions_filtered > 0
+        assert store.query_message("Other", "Aa").messages == []
+
+
+@pytest.mark.parametrize("store_type", ["default", "defaultRocksDB"])
+def test_time_lookups_with_the_memo_match_a_read_only_open(tmp_path, store_type):
+    store = _filled_store(tmp_path, count=600, store_type=store_type)
+    try:
+        first = store.get_earliest_message_time()
+        last = first + 7 * 600
+        rng = random.Random(11)
+        stamps = [first - 5, first, last, last + 5] + [rng.randint(first, last) for _ in range(120)]
+        asked = [(q, t, b) for q in range(3) for t in stamps for b in ("nearest", "lower", "upper")]
+        # twice: the second round answers from the memo where the first one filled it
+        writable = [store.get_offset_in_queue_by_time("T", q, t, b) for q, t, b in asked]
+        assert writable == [store.get_offset_in_queue_by_time("T", q, t, b) for q, t, b in asked]
+        if store_type == "default":
+            assert store.__dict__.get("_store_times")
+    finally:
+        store.close()
+    with MessageStore.open(small_config(tmp_path / "s", store_type=store_type),
+                           read_only=True) as reader:
+        assert "_store_times" not in reader.__dict__
+        assert [reader.get_offset_in_queue_by_time("T", q, t, b) for q, t, b in asked] == writable
+        assert "_store_times" not in reader.__dict__
