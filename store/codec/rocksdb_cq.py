@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -70,11 +71,15 @@ class OffsetValue:
     queue_offset: int
 
 
+@lru_cache(maxsize=65536)
 def _topic_head(topic: str) -> bytes:
+    # Memoized: every unit and offset key of a topic starts with it, and dispatch builds them in
+    # bulk (thousands of queues per batch with many topics).
     topic_bytes = topic.encode("utf-8")
     return _INT.pack(len(topic_bytes)) + CTRL_1 + topic_bytes + CTRL_1
 
 
+@lru_cache(maxsize=65536)
 def cq_key_prefix(topic: str, queue_id: int) -> bytes:
     """The 11+n bytes every unit key of the queue starts with."""
     return _topic_head(topic) + _INT.pack(queue_id) + CTRL_1
@@ -129,6 +134,7 @@ def values_to_units(values: np.ndarray) -> np.ndarray:
     return units
 
 
+@lru_cache(maxsize=65536)
 def offset_key(topic: str, queue_id: int, kind: str) -> bytes:
     if kind not in (MAX_KIND, MIN_KIND):
         raise ValueError(f"offset key kind must be 'max' or 'min', not {kind!r}")
