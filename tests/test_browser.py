@@ -2,14 +2,16 @@
 driving Debian's chromium headless. Visits every page; steps through the tour; runs the load
 generator and waits for the Overview's rates chart; long-polls on Pull and releases the poll with a
 put from a second tab; runs the recovery lab and a pipeline job; produces a message and finds it by
-key. Saves a screenshot of every page to docs/screenshots/ (viewport only, each < 150 KB), taken
-only once the page is fully drawn (no skeletons, every chart and dataframe rendered)."""
+key. Saves a screenshot of every page (viewport only, each < 150 KB), taken only once the page is fully
+drawn (no skeletons, every chart and dataframe rendered): into a temporary directory, or into
+docs/screenshots/ with RMQ_UPDATE_SCREENSHOTS=1 (a test run does not rewrite tracked files)."""
 
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 import urllib.request
@@ -25,7 +27,9 @@ except ImportError:   # playwright missing: the page fixture fails with the real
 
 pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"
-SHOTS = os.path.join(REPO_ROOT, "docs", "screenshots")
+SHOTS = os.path.join(REPO_ROOT, "docs", "screenshots") \
+    if os.environ.get("RMQ_UPDATE_SCREENSHOTS") == "1" else \
+    os.path.join(tempfile.gettempdir(), "rmq-inspector-screenshots")
 PAGES = [("overview", "Overview"), ("commitlog", "CommitLog"), ("consumequeue", "ConsumeQueue"),
          ("index_files", "Index"), ("produce", "Produce"), ("pull", "Pull"), ("query", "Query"),
          ("recovery_lab", "Recovery lab"), ("health", "Health"), ("tour", "Tour"),
@@ -121,7 +125,8 @@ def _goto(page, server, url_path: str, title: str) -> None:
 
 
 def _shot(page, name: str) -> None:
-    """Save docs/screenshots/<name>.png (viewport only, so each file stays small)."""
+    """Save <SHOTS>/<name>.png (viewport only, so each file stays small)."""
+    os.makedirs(SHOTS, exist_ok=True)
     path = os.path.join(SHOTS, f"{name}.png")
     page.screenshot(path=path)
     assert os.path.getsize(path) < MAX_SHOT_BYTES, (name, os.path.getsize(path))
