@@ -1,7 +1,7 @@
-"""The store's hottest loops, compiled when possible (`store/_kernel.c`), in plain Python otherwise.
+"""The store's hottest loops: compiled when possible, in plain Python otherwise.
 
-`pip install -e .` builds the C extension (setup.py; it needs gcc and the Python headers, which a fresh
-machine has). Where it could not be built, every function here falls back to its pure-Python twin,
+`pip install -e .` builds the C extension `store._kernel` from `store/kernel_c/*.c` (pyproject.toml's
+`ext-modules`; it needs gcc and the Python headers, which a fresh machine has). Where it could not be built, every function here falls back to its pure-Python twin,
 which gives the same answers, only slower: tests/test_kernel.py runs both on the same inputs.
 `RMQ_KERNEL=python` in the environment forces the fallback; `COMPILED` says which one is in use.
 

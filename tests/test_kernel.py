@@ -1,4 +1,4 @@
-"""The compiled kernel (store/_kernel.c) against its pure-Python twins and the codec it speeds up."""
+"""The compiled kernel (store/kernel_c/, the extension store._kernel) against its pure-Python twins and the codec it speeds up."""
 
 from __future__ import annotations
 

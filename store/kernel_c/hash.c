@@ -1,0 +1,145 @@
+/* Java String.hashCode: of strings, and of the index keys of scanned records (spec §5.6). */
+
+#include "kernel.h"
+
+/* Java String.hashCode over the string's UTF-16 units (a character past U+FFFF is a surrogate pair). */
+uint32_t rmq_java_hash(PyObject *text)
+{
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    uint32_t h = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *s = data;
+        for (Py_ssize_t k = 0; k < len; k++)
+            h = 31 * h + s[k];
+        return h;
+    }
+    for (Py_ssize_t k = 0; k < len; k++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, k);
+        if (c >= 0x10000) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31 * h + c;
+        }
+    }
+    return h;
+}
+
+const char rmq_java_hashes_doc[] = (
+"java_hashes(texts) -> bytes\n\n"
+"Java String.hashCode of each str in the list, as native-endian int32 values.");
+
+PyObject *rmq_java_hashes(PyObject *self, PyObject *arg)
+{
+    if (!PyList_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "java_hashes takes a list of str");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(arg);
+    PyObject *result = PyBytes_FromStringAndSize(NULL, count * 4);
+    if (result == NULL)
+        return NULL;
+    int32_t *out = (int32_t *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *text = PyList_GET_ITEM(arg, i);
+        if (!PyUnicode_Check(text)) {
+            Py_DECREF(result);
+            PyErr_SetString(PyExc_TypeError, "java_hashes takes a list of str");
+            return NULL;
+        }
+        uint32_t h = rmq_java_hash(text);
+        out[i] = (int32_t)h;
+    }
+    return result;
+}
+
+
+const char rmq_index_hashes_doc[] = (
+"index_hashes(buf, rows, out_hashes, out_rows) -> count\n\n"
+"The index keys of scan `rows` of `buf`, as buildIndex makes them (spec §5.6): for every record\n"
+"that is not a ROLLBACK, `topic#UNIQ_KEY` then `topic#token` for each non-empty space-separated\n"
+"token of KEYS. Writes the Java String.hashCode of each key (int64 out_hashes) and its row number\n"
+"(int64 out_rows), in order. Returns -1 when a topic or key is not ASCII (the caller decodes those\n"
+"the Python way) and -2 when the outputs are too small.");
+
+PyObject *rmq_index_hashes(PyObject *self, PyObject *args)
+{
+    Py_buffer buf, rows, out_h, out_r;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*:index_hashes", &buf, &rows, &out_h, &out_r))
+        return NULL;
+    PyObject *result = NULL;
+    if (rows.len % (SCAN_FIELDS * 8) || out_h.len % 8 || out_r.len != out_h.len ||
+        ((uintptr_t)rows.buf & 7) || ((uintptr_t)out_h.buf & 7) || ((uintptr_t)out_r.buf & 7)) {
+        PyErr_SetString(PyExc_ValueError, "rows, out_hashes and out_rows must be aligned int64 arrays");
+        goto done;
+    }
+    const unsigned char *b = buf.buf;
+    const int64_t *row = rows.buf;
+    Py_ssize_t n = rows.len / (SCAN_FIELDS * 8), capacity = out_h.len / 8, count = 0;
+    int64_t *hashes = out_h.buf, *numbers = out_r.buf;
+    for (Py_ssize_t i = 0; i < n; i++, row += SCAN_FIELDS) {
+        if ((row[F_SYS_FLAG] & 0x0C) == 0x0C)
+            continue;
+        int64_t spans[2][2] = {{row[F_UNIQ_POS], row[F_UNIQ_LEN]}, {row[F_KEYS_POS], row[F_KEYS_LEN]}};
+        if (spans[0][0] < 0 && spans[1][0] < 0)
+            continue;
+        int64_t tp = row[F_TOPIC_POS], tl = row[F_TOPIC_LEN];
+        if (tp < 0 || tp + tl > buf.len)
+            goto out_of_range;
+        uint32_t prefix = 0;
+        for (int64_t k = 0; k < tl; k++) {
+            if (b[tp + k] >= 0x80)
+                goto not_ascii;
+            prefix = 31 * prefix + b[tp + k];
+        }
+        prefix = 31 * prefix + '#';
+        for (int s = 0; s < 2; s++) {
+            int64_t pos = spans[s][0], len = spans[s][1];
+            if (pos < 0)
+                continue;
+            if (pos + len > buf.len)
+                goto out_of_range;
+            int64_t start = pos, end = pos + len;
+            while (start < end) {
+                int64_t stop = start;
+                if (s == 1)                       /* KEYS: split on spaces, skip empty tokens */
+                    while (stop < end && b[stop] != ' ')
+                        stop++;
+                else
+                    stop = end;                   /* UNIQ_KEY: the whole value */
+                if (stop > start) {
+                    uint32_t h = prefix;
+                    for (int64_t k = start; k < stop; k++) {
+                        if (b[k] >= 0x80)
+                            goto not_ascii;
+                        h = 31 * h + b[k];
+                    }
+                    if (count == capacity) {
+                        result = PyLong_FromLong(-2);
+                        goto done;
+                    }
+                    hashes[count] = (int32_t)h;
+                    numbers[count++] = i;
+                }
+                start = stop + 1;
+            }
+        }
+    }
+    result = PyLong_FromSsize_t(count);
+    goto done;
+not_ascii:
+    result = PyLong_FromLong(-1);
+    goto done;
+out_of_range:
+    PyErr_SetString(PyExc_ValueError, "a row points outside the buffer");
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&out_h);
+    PyBuffer_Release(&out_r);
+    return result;
+}
+

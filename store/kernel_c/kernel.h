@@ -1,0 +1,86 @@
+/*
+ * The compiled kernel's shared declarations: the .c files of store/kernel_c build store._kernel.
+ *
+ * | file      | what                                                                          |
+ * |-----------|-------------------------------------------------------------------------------|
+ * | crc.c     | zlib's CRC-32 (the system libz found with dlopen, else slicing-by-8 tables)   |
+ * | record.c  | encode_record: one commit-log record; place: copy it into a segment            |
+ * | put.c     | encode_put: store.put_path.encode_for_put's common case in one call            |
+ * | scan.c    | scan: walk records like checkMessageAndReturnSize, one int64 row per record    |
+ * | hash.c    | java_hashes, index_hashes: Java String.hashCode of strings / of index keys     |
+ * | module.c  | the method table and module init                                              |
+ *
+ * Every function has a pure-Python twin in store/kernel.py that gives the same answers
+ * (tests/test_kernel.py runs both). Nothing here keeps a pointer past the call that got it, and
+ * nothing releases the GIL (a call is microseconds; a mapping cannot be closed under it).
+ */
+
+#ifndef RMQ_KERNEL_H
+#define RMQ_KERNEL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAGIC_V1 ((int32_t)0xDAA320A7)
+#define MAGIC_V2 ((int32_t)0xDAA320AB)
+#define MAGIC_BLANK ((int32_t)0xCBD43194)
+#define SYSFLAG_BORNHOST_V6 0x10
+#define SYSFLAG_STOREHOST_V6 0x20
+
+/* Row layout written by scan(); store/kernel.py names the same columns in the same order. */
+enum {
+    F_POS, F_SIZE, F_QUEUE_ID, F_FLAG, F_QUEUE_OFFSET, F_PHY_OFFSET, F_SYS_FLAG, F_BORN_TS,
+    F_STORE_TS, F_PREPARED, F_BODY_POS, F_BODY_LEN, F_TOPIC_POS, F_TOPIC_LEN, F_PROPS_POS,
+    F_PROPS_LEN, F_TAGS_POS, F_TAGS_LEN, F_KEYS_POS, F_KEYS_LEN, F_UNIQ_POS, F_UNIQ_LEN,
+    F_DELAY_POS, F_DELAY_LEN, F_VERSION, F_BODY_CRC, SCAN_FIELDS
+};
+
+/* Why scan() stopped. */
+enum { STOP_END = 0, STOP_BLANK = 1, STOP_INVALID = 2, STOP_FULL = 3 };
+
+static inline void put32(unsigned char *p, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    p[0] = u >> 24; p[1] = u >> 16; p[2] = u >> 8; p[3] = u;
+}
+
+static inline void put64(unsigned char *p, int64_t v)
+{
+    put32(p, (int32_t)((uint64_t)v >> 32));
+    put32(p + 4, (int32_t)(uint32_t)v);
+}
+
+static inline int32_t get32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+static inline int64_t get64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)(uint32_t)get32(p) << 32) | (uint32_t)get32(p + 4));
+}
+
+/* crc.c */
+void rmq_crc_init(void);
+const char *rmq_crc_name(void);
+uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n);
+
+/* hash.c */
+uint32_t rmq_java_hash(PyObject *text);
+
+/* put.c */
+int rmq_put_init(void);
+
+/* The module's methods and their docstrings. */
+PyObject *rmq_encode_record(PyObject *self, PyObject *args);
+PyObject *rmq_place(PyObject *self, PyObject *args);
+PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *rmq_scan(PyObject *self, PyObject *args);
+PyObject *rmq_java_hashes(PyObject *self, PyObject *arg);
+PyObject *rmq_index_hashes(PyObject *self, PyObject *args);
+extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
+    rmq_java_hashes_doc[], rmq_index_hashes_doc[];
+
+#endif

@@ -1,0 +1,39 @@
+/* The module store._kernel: its method table and init (see kernel.h for the files behind it). */
+
+#include "kernel.h"
+
+static PyMethodDef methods[] = {
+    {"encode_record", rmq_encode_record, METH_VARARGS, rmq_encode_record_doc},
+    {"encode_put", (PyCFunction)(void (*)(void))rmq_encode_put, METH_FASTCALL, rmq_encode_put_doc},
+    {"place", rmq_place, METH_VARARGS, rmq_place_doc},
+    {"scan", rmq_scan, METH_VARARGS, rmq_scan_doc},
+    {"java_hashes", rmq_java_hashes, METH_O, rmq_java_hashes_doc},
+    {"index_hashes", rmq_index_hashes, METH_VARARGS, rmq_index_hashes_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "store._kernel",
+    "Compiled hot loops of the store (see store/kernel.py for the pure-Python twins).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernel(void)
+{
+    rmq_crc_init();
+    if (rmq_put_init() < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "SCAN_FIELDS", SCAN_FIELDS) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_END", STOP_END) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_BLANK", STOP_BLANK) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_INVALID", STOP_INVALID) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_FULL", STOP_FULL) < 0 ||
+        PyModule_AddStringConstant(m, "CRC", rmq_crc_name()) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,381 @@
+/* encode_put: store.put_path.encode_for_put for the common case, in one call. */
+
+#include "kernel.h"
+
+static PyObject *s_topic, *s_body, *s_queue_id, *s_tags, *s_keys, *s_properties, *s_flag,
+    *s_sys_flag, *s_born_timestamp, *s_born_host, *s_TAGS, *s_KEYS, *s_UNIQ_KEY, *s_DELAY;
+
+#define MAX_FAST_PROPERTIES 64
+
+/* The attribute and property names, interned once. */
+int rmq_put_init(void)
+{
+    struct { PyObject **slot; const char *text; } strings[] = {
+        {&s_topic, "topic"}, {&s_body, "body"}, {&s_queue_id, "queue_id"}, {&s_tags, "tags"},
+        {&s_keys, "keys"}, {&s_properties, "properties"}, {&s_flag, "flag"},
+        {&s_sys_flag, "sys_flag"}, {&s_born_timestamp, "born_timestamp"},
+        {&s_born_host, "born_host"}, {&s_TAGS, "TAGS"}, {&s_KEYS, "KEYS"},
+        {&s_UNIQ_KEY, "UNIQ_KEY"}, {&s_DELAY, "DELAY"},
+    };
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+        *strings[i].slot = PyUnicode_InternFromString(strings[i].text);
+        if (*strings[i].slot == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+/* A str with neither separator (\x01 when `name`, always \x02); -1 on error. */
+static int clean_text(PyObject *text, int name)
+{
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_FindChar(text, 0x02, 0, len, 1) != -1)
+        return 0;
+    if (name && PyUnicode_FindChar(text, 0x01, 0, len, 1) != -1)
+        return 0;
+    return 1;
+}
+
+/* java.util.HashMap's table size after putting keys with these spread hashes (see
+ * store.codec.properties._final_capacity). */
+static uint32_t final_capacity(const uint32_t *spread, int count, uint32_t capacity)
+{
+    int counts[MAX_FAST_PROPERTIES * 4];        /* 64 names never grow a table past 128 */
+    for (uint32_t b = 0; b < capacity; b++)
+        counts[b] = 0;
+    for (int size = 1; size <= count; size++) {
+        int grew = 0;
+        uint32_t bucket = spread[size - 1] & (capacity - 1);
+        int chain = counts[bucket]++;
+        if (chain >= 8 && capacity < 64) {
+            capacity *= 2;
+            grew = 1;
+        }
+        if ((uint32_t)size > capacity * 3 / 4) {
+            capacity *= 2;
+            grew = 1;
+        }
+        if (grew) {
+            for (uint32_t b = 0; b < capacity; b++)
+                counts[b] = 0;
+            for (int k = 0; k < size; k++)
+                counts[spread[k] & (capacity - 1)]++;
+        }
+    }
+    return capacity;
+}
+
+const char rmq_encode_put_doc[] = (
+"encode_put(message, context, now_ms) -> tuple | None\n\n"
+"store.put_path.encode_for_put for the common case: (record, topic, queue_id, sys_flag,\n"
+"tags_code, keys, uniq_key, store_timestamp_position). None when anything is unusual (a new\n"
+"topic, a DELAY, a bad or odd field, an oversized record...): the Python path then decides,\n"
+"with RocketMQ's status and a sentence.");
+
+PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* METH_FASTCALL and direct tuple reads: argument parsing was a tenth of a put. */
+    if (nargs != 3 || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) != 7) {
+        PyErr_SetString(PyExc_TypeError, "encode_put(message, context (7-tuple), now_ms)");
+        return NULL;
+    }
+    PyObject *message = args[0], *context = args[1];
+    long long now_ms = PyLong_AsLongLong(args[2]);
+    if (now_ms == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *valid_topics = PyTuple_GET_ITEM(context, 0), *host_fields = PyTuple_GET_ITEM(context, 1),
+             *store_host = PyTuple_GET_ITEM(context, 2);
+    long long max_message_size = PyLong_AsLongLong(PyTuple_GET_ITEM(context, 3));
+    int style_49 = PyObject_IsTrue(PyTuple_GET_ITEM(context, 4));
+    int allow_v2 = PyObject_IsTrue(PyTuple_GET_ITEM(context, 5));
+    long long segment_size = PyLong_AsLongLong(PyTuple_GET_ITEM(context, 6));
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyAnySet_Check(valid_topics) || !PyDict_Check(host_fields) || !PyBytes_Check(store_host)) {
+        PyErr_SetString(PyExc_TypeError, "context: (set, dict, bytes, int, bool, bool, int)");
+        return NULL;
+    }
+
+    PyObject *fields[10] = {NULL};
+    PyObject *names[MAX_FAST_PROPERTIES], *values[MAX_FAST_PROPERTIES];
+    int count = 0;
+    PyObject *keys_joined = NULL, *record = NULL, *result = NULL;
+    PyObject *const attrs[10] = {s_topic, s_body, s_queue_id, s_tags, s_keys, s_properties, s_flag,
+                                 s_sys_flag, s_born_timestamp, s_born_host};
+    for (int i = 0; i < 10; i++) {
+        fields[i] = PyObject_GetAttr(message, attrs[i]);
+        if (fields[i] == NULL)
+            goto error;
+    }
+    PyObject *topic = fields[0], *body = fields[1], *queue_id_o = fields[2], *tags = fields[3],
+             *keys = fields[4], *props = fields[5], *flag_o = fields[6], *sys_flag_o = fields[7],
+             *born_ts_o = fields[8], *born_host = fields[9];
+
+    if (!PyBytes_CheckExact(body) || !PyUnicode_CheckExact(topic) || !PyLong_CheckExact(queue_id_o) ||
+        !PyLong_CheckExact(flag_o) || !PyLong_CheckExact(sys_flag_o))
+        goto fallback;
+    int contains = PySet_Contains(valid_topics, topic);
+    if (contains <= 0)
+        goto error_or_fallback;
+    int overflow;
+    long queue_id = PyLong_AsLongAndOverflow(queue_id_o, &overflow);
+    if (overflow || queue_id < 0 || queue_id > 65535)
+        goto fallback;
+    long flag = PyLong_AsLongAndOverflow(flag_o, &overflow);
+    if (overflow || flag < INT32_MIN || flag > INT32_MAX)
+        goto fallback;
+    long sys_flag = PyLong_AsLongAndOverflow(sys_flag_o, &overflow);
+    if (overflow || sys_flag < INT32_MIN || sys_flag > INT32_MAX)
+        goto fallback;
+    if (PyBytes_GET_SIZE(body) > max_message_size)
+        goto fallback;
+    long long born_ts = now_ms;
+    if (born_ts_o != Py_None) {
+        if (!PyLong_CheckExact(born_ts_o))
+            goto fallback;
+        born_ts = PyLong_AsLongLongAndOverflow(born_ts_o, &overflow);
+        if (overflow)
+            goto fallback;
+    }
+    PyObject *born;
+    if (born_host == Py_None || (PyUnicode_CheckExact(born_host) && PyUnicode_GET_LENGTH(born_host) == 0))
+        born = PyDict_GetItemString(host_fields, "127.0.0.1:0");
+    else if (PyUnicode_CheckExact(born_host))
+        born = PyDict_GetItemWithError(host_fields, born_host);
+    else
+        goto fallback;
+    if (born == NULL || !PyBytes_CheckExact(born))
+        goto error_or_fallback;
+
+    /* Properties in HashMap insertion order: TAGS, KEYS, then the user's (a user TAGS / KEYS
+     * replaces the value in place). */
+    int tags_at = -1, keys_at = -1;
+    if (tags != Py_None) {
+        if (!PyUnicode_CheckExact(tags))
+            goto fallback;
+        if (PyUnicode_GET_LENGTH(tags) > 0) {
+            if (!clean_text(tags, 1))
+                goto fallback;
+            tags_at = count;
+            names[count] = s_TAGS;
+            values[count++] = tags;
+        }
+    }
+    if (PyTuple_CheckExact(keys) || PyList_CheckExact(keys)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
+        if (n > 0) {
+            PyObject *tokens = PyList_New(0);
+            if (tokens == NULL)
+                goto error;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *token = PySequence_Fast_GET_ITEM(keys, i);
+                if (!PyUnicode_CheckExact(token)) {
+                    Py_DECREF(tokens);
+                    goto fallback;
+                }
+                if (PyUnicode_GET_LENGTH(token) > 0 && PyList_Append(tokens, token) < 0) {
+                    Py_DECREF(tokens);
+                    goto error;
+                }
+            }
+            if (PyList_GET_SIZE(tokens) > 0) {
+                PyObject *space = PyUnicode_FromString(" ");
+                keys_joined = space ? PyUnicode_Join(space, tokens) : NULL;
+                Py_XDECREF(space);
+            }
+            Py_DECREF(tokens);
+            if (PyErr_Occurred())
+                goto error;
+        }
+    } else if (!PyUnicode_CheckExact(keys) || PyUnicode_GET_LENGTH(keys) > 0) {
+        goto fallback;       /* a keys string (split on spaces) or anything else: the Python path */
+    }
+    if (keys_joined != NULL) {
+        if (!clean_text(keys_joined, 1))
+            goto fallback;
+        keys_at = count;
+        names[count] = s_KEYS;
+        values[count++] = keys_joined;
+    }
+    if (props != Py_None) {
+        if (!PyDict_CheckExact(props))
+            goto fallback;
+        Py_ssize_t pos = 0;
+        PyObject *name, *value;
+        while (PyDict_Next(props, &pos, &name, &value)) {
+            if (!PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(value) ||
+                PyUnicode_GET_LENGTH(name) == 0 || !clean_text(name, 1) || !clean_text(value, 0))
+                goto fallback;
+            int eq_delay = PyUnicode_Compare(name, s_DELAY);
+            if (eq_delay == 0)
+                goto fallback;                    /* delays move the message: the Python path */
+            if (tags_at >= 0 && PyUnicode_Compare(name, s_TAGS) == 0) {
+                values[tags_at] = value;
+                continue;
+            }
+            if (keys_at >= 0 && PyUnicode_Compare(name, s_KEYS) == 0) {
+                values[keys_at] = value;
+                continue;
+            }
+            if (count == MAX_FAST_PROPERTIES)
+                goto fallback;
+            names[count] = name;
+            values[count++] = value;
+        }
+        if (PyErr_Occurred())
+            goto error;
+    }
+
+    /* HashMap iteration order: buckets ascending, insertion order inside a bucket. */
+    uint32_t spread[MAX_FAST_PROPERTIES];
+    int order[MAX_FAST_PROPERTIES];
+    for (int i = 0; i < count; i++) {
+        uint32_t h = rmq_java_hash(names[i]);
+        spread[i] = h ^ (h >> 16);
+        order[i] = i;
+    }
+    uint32_t mask = final_capacity(spread, count, 16) - 1;
+    for (int i = 1; i < count; i++) {             /* stable insertion sort by bucket */
+        int item = order[i], j = i - 1;
+        while (j >= 0 && (spread[order[j]] & mask) > (spread[item] & mask)) {
+            order[j + 1] = order[j];
+            j--;
+        }
+        order[j + 1] = item;
+    }
+    Py_ssize_t props_len = 0;
+    const char *utf8_names[MAX_FAST_PROPERTIES], *utf8_values[MAX_FAST_PROPERTIES];
+    Py_ssize_t name_lens[MAX_FAST_PROPERTIES], value_lens[MAX_FAST_PROPERTIES];
+    for (int i = 0; i < count; i++) {
+        utf8_names[i] = PyUnicode_AsUTF8AndSize(names[i], &name_lens[i]);
+        utf8_values[i] = PyUnicode_AsUTF8AndSize(values[i], &value_lens[i]);
+        if (utf8_names[i] == NULL || utf8_values[i] == NULL)
+            goto fallback_clear;                   /* lone surrogates: the Python path decides */
+        props_len += name_lens[i] + value_lens[i] + 2;
+    }
+    if (count > 0 && style_49)
+        props_len -= 1;                            /* 4.9.7 drops the last separator */
+    if (props_len > 32767)
+        goto fallback;
+
+    Py_ssize_t topic_len;
+    const char *topic_utf8 = PyUnicode_AsUTF8AndSize(topic, &topic_len);
+    if (topic_utf8 == NULL)
+        goto fallback_clear;
+    int version = allow_v2 && topic_len > 127 ? 2 : 1;
+    if (topic_len > (version == 1 ? 127 : 32767))
+        goto fallback;
+    Py_ssize_t born_len = PyBytes_GET_SIZE(born), store_len = PyBytes_GET_SIZE(store_host);
+    if ((born_len != 8 && born_len != 20) || (store_len != 8 && store_len != 20))
+        goto fallback;
+    sys_flag = (sys_flag & ~0x30L) | (born_len == 20 ? 0x10 : 0) | (store_len == 20 ? 0x20 : 0);
+    Py_ssize_t body_len = PyBytes_GET_SIZE(body);
+    Py_ssize_t total = 72 + born_len + store_len + body_len + version + topic_len + 2 + props_len;
+    if (total > max_message_size + 65536 || total + 8 > segment_size)
+        goto fallback;
+
+    record = PyByteArray_FromStringAndSize(NULL, total);
+    if (record == NULL)
+        goto error;
+    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(record);
+    const unsigned char *body_bytes = (const unsigned char *)PyBytes_AS_STRING(body);
+    put32(p, (int32_t)total);
+    put32(p + 4, version == 2 ? MAGIC_V2 : MAGIC_V1);
+    put32(p + 8, (int32_t)(crc32_bytes(body_bytes, body_len) & 0x7FFFFFFF));
+    put32(p + 12, (int32_t)queue_id);
+    put32(p + 16, (int32_t)flag);
+    memset(p + 20, 0, 16);                         /* queue and physical offsets: set in the lock */
+    put32(p + 36, (int32_t)sys_flag);
+    put64(p + 40, born_ts);
+    unsigned char *q = p + 48;
+    memcpy(q, PyBytes_AS_STRING(born), born_len);
+    q += born_len;
+    put64(q, now_ms);
+    q += 8;
+    memcpy(q, PyBytes_AS_STRING(store_host), store_len);
+    q += store_len;
+    memset(q, 0, 12);                              /* reconsume times, prepared offset */
+    put32(q + 12, (int32_t)body_len);
+    q += 16;
+    memcpy(q, body_bytes, body_len);
+    q += body_len;
+    if (version == 2) {
+        q[0] = (unsigned char)(topic_len >> 8);
+        q[1] = (unsigned char)topic_len;
+        q += 2;
+    } else {
+        *q++ = (unsigned char)topic_len;
+    }
+    memcpy(q, topic_utf8, topic_len);
+    q += topic_len;
+    q[0] = (unsigned char)(props_len >> 8);
+    q[1] = (unsigned char)props_len;
+    q += 2;
+    for (int k = 0; k < count; k++) {
+        int i = order[k];
+        memcpy(q, utf8_names[i], name_lens[i]);
+        q += name_lens[i];
+        *q++ = 0x01;
+        memcpy(q, utf8_values[i], value_lens[i]);
+        q += value_lens[i];
+        if (k < count - 1 || !style_49)
+            *q++ = 0x02;
+    }
+
+    PyObject *final_tags = tags_at >= 0 ? values[tags_at] : NULL;
+    PyObject *final_keys = keys_at >= 0 ? values[keys_at] : NULL;
+    PyObject *uniq = NULL;
+    for (int i = 0; i < count; i++) {
+        if (PyUnicode_Compare(names[i], s_UNIQ_KEY) == 0)
+            uniq = values[i];
+        else if (final_tags == NULL && PyUnicode_Compare(names[i], s_TAGS) == 0)
+            final_tags = values[i];
+        else if (final_keys == NULL && PyUnicode_Compare(names[i], s_KEYS) == 0)
+            final_keys = values[i];
+    }
+    if (PyErr_Occurred())
+        goto error;
+    long long tags_code = final_tags && PyUnicode_GET_LENGTH(final_tags) ? (int32_t)rmq_java_hash(final_tags) : 0;
+    result = PyTuple_New(8);
+    if (result == NULL)
+        goto error;
+    PyObject *items[8] = {record, topic, PyLong_FromLong(queue_id), PyLong_FromLong(sys_flag),
+                          PyLong_FromLongLong(tags_code),
+                          final_keys ? final_keys : PyUnicode_New(0, 0), uniq ? uniq : Py_None,
+                          PyLong_FromLong(48 + (long)born_len)};
+    Py_INCREF(topic);
+    if (final_keys)
+        Py_INCREF(final_keys);
+    Py_INCREF(items[6]);
+    record = NULL;                                 /* the tuple owns it */
+    for (int i = 0; i < 8; i++) {
+        if (items[i] == NULL) {
+            Py_DECREF(result);
+            for (int k = i + 1; k < 8; k++)
+                Py_XDECREF(items[k]);
+            result = NULL;
+            goto error;
+        }
+        PyTuple_SET_ITEM(result, i, items[i]);
+    }
+    goto done;
+
+fallback_clear:
+    PyErr_Clear();
+fallback:
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+error_or_fallback:
+    if (!PyErr_Occurred())
+        goto fallback;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(record);
+    Py_XDECREF(keys_joined);
+    for (int i = 0; i < 10; i++)
+        Py_XDECREF(fields[i]);
+    return result;
+}
+

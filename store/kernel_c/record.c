@@ -1,0 +1,112 @@
+/* One commit-log record (spec §2.1): encode it, and copy it into a segment header last. */
+
+#include "kernel.h"
+
+const char rmq_encode_record_doc[] = (
+"encode_record(topic, queue_id, flag, sys_flag, queue_offset, phy_offset, born_timestamp,\n"
+"              born_host, store_timestamp, store_host, reconsume_times, prepared_offset,\n"
+"              body, properties, version) -> bytearray\n\n"
+"One record, fields as given (hosts already encoded: 8 or 20 bytes; sys_flag must already carry\n"
+"the matching IPv6 bits). 32-bit fields out of range raise OverflowError.");
+
+PyObject *rmq_encode_record(PyObject *self, PyObject *args)
+{
+    const char *topic, *born, *store;
+    Py_ssize_t topic_len, born_len, store_len;
+    int queue_id, flag, sys_flag, reconsume, version;
+    long long queue_offset, phy_offset, born_ts, store_ts, prepared;
+    Py_buffer body, props;
+    if (!PyArg_ParseTuple(args, "y#iiiLLLy#Ly#iLy*y*i:encode_record", &topic, &topic_len,
+                          &queue_id, &flag, &sys_flag, &queue_offset, &phy_offset, &born_ts,
+                          &born, &born_len, &store_ts, &store, &store_len, &reconsume, &prepared,
+                          &body, &props, &version))
+        return NULL;
+    PyObject *result = NULL;
+    if ((born_len != 8 && born_len != 20) || (store_len != 8 && store_len != 20) ||
+        (version != 1 && version != 2)) {
+        PyErr_SetString(PyExc_ValueError, "hosts are 8 or 20 bytes and the version is 1 or 2");
+        goto done;
+    }
+    Py_ssize_t total = 72 + born_len + store_len + body.len + version + topic_len + 2 + props.len;
+    if (total > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "TOTALSIZE does not fit a signed 32-bit field");
+        goto done;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, total);
+    if (result == NULL)
+        goto done;
+    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(result);
+    put32(p, (int32_t)total);
+    put32(p + 4, version == 2 ? MAGIC_V2 : MAGIC_V1);
+    put32(p + 8, (int32_t)(crc32_bytes(body.buf, body.len) & 0x7FFFFFFF));
+    put32(p + 12, queue_id);
+    put32(p + 16, flag);
+    put64(p + 20, queue_offset);
+    put64(p + 28, phy_offset);
+    put32(p + 36, sys_flag);
+    put64(p + 40, born_ts);
+    unsigned char *q = p + 48;
+    memcpy(q, born, born_len);
+    q += born_len;
+    put64(q, store_ts);
+    q += 8;
+    memcpy(q, store, store_len);
+    q += store_len;
+    put32(q, reconsume);
+    put64(q + 4, prepared);
+    put32(q + 12, (int32_t)body.len);
+    q += 16;
+    memcpy(q, body.buf, body.len);
+    q += body.len;
+    if (version == 2) {
+        q[0] = (unsigned char)(topic_len >> 8);
+        q[1] = (unsigned char)topic_len;
+        q += 2;
+    } else {
+        *q++ = (unsigned char)topic_len;
+    }
+    memcpy(q, topic, topic_len);
+    q += topic_len;
+    q[0] = (unsigned char)(props.len >> 8);
+    q[1] = (unsigned char)props.len;
+    memcpy(q + 2, props.buf, props.len);
+done:
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&props);
+    return result;
+}
+
+const char rmq_place_doc[] = (
+"place(target, position, record, queue_offset, phy_offset, timestamp_position, store_timestamp)\n\n"
+"Copy an encoded record into `target` at `position` with its queue offset, physical offset and\n"
+"store timestamp set there, TOTALSIZE and magic last (a reader never sees a half-written record\n"
+"with a valid header). `record` itself is left as it was.");
+
+PyObject *rmq_place(PyObject *self, PyObject *args)
+{
+    Py_buffer target, record;
+    Py_ssize_t position, ts_position;
+    long long queue_offset, phy_offset, store_ts;
+    if (!PyArg_ParseTuple(args, "w*ny*LLnL:place", &target, &position, &record, &queue_offset,
+                          &phy_offset, &ts_position, &store_ts))
+        return NULL;
+    PyObject *result = NULL;
+    if (position < 0 || record.len < 36 || ts_position < 36 || ts_position + 8 > record.len ||
+        position > target.len - record.len) {
+        PyErr_SetString(PyExc_ValueError, "the record does not fit the target at that position");
+        goto done;
+    }
+    unsigned char *t = (unsigned char *)target.buf + position;
+    memcpy(t + 8, (const unsigned char *)record.buf + 8, record.len - 8);
+    put64(t + 20, queue_offset);
+    put64(t + 28, phy_offset);
+    put64(t + ts_position, store_ts);
+    memcpy(t, record.buf, 8);
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&target);
+    PyBuffer_Release(&record);
+    return result;
+}
+

@@ -1,0 +1,159 @@
+/* Walking commit-log records the way RocketMQ's checkMessageAndReturnSize does (spec §2.7). */
+
+#include "kernel.h"
+
+/* Last occurrence of a property `name` in a PROPERTIES field, as decode_properties keeps it:
+ * entries split on \x02, name before the first \x01, both name and value non-empty. */
+static void find_properties(const unsigned char *p, Py_ssize_t n, int64_t *row)
+{
+    row[F_TAGS_POS] = row[F_KEYS_POS] = row[F_UNIQ_POS] = row[F_DELAY_POS] = -1;
+    row[F_TAGS_LEN] = row[F_KEYS_LEN] = row[F_UNIQ_LEN] = row[F_DELAY_LEN] = 0;
+    Py_ssize_t start = 0;
+    while (start <= n) {
+        const unsigned char *end_ptr = memchr(p + start, 0x02, n - start);
+        Py_ssize_t end = end_ptr ? end_ptr - p : n;
+        const unsigned char *sep_ptr = memchr(p + start, 0x01, end - start);
+        if (sep_ptr) {
+            Py_ssize_t sep = sep_ptr - p;
+            Py_ssize_t name_len = sep - start, value_pos = sep + 1, value_len = end - sep - 1;
+            if (name_len > 0 && value_len > 0) {
+                int field = -1;
+                const unsigned char *name = p + start;
+                if (name_len == 4 && memcmp(name, "TAGS", 4) == 0)
+                    field = F_TAGS_POS;
+                else if (name_len == 4 && memcmp(name, "KEYS", 4) == 0)
+                    field = F_KEYS_POS;
+                else if (name_len == 8 && memcmp(name, "UNIQ_KEY", 8) == 0)
+                    field = F_UNIQ_POS;
+                else if (name_len == 5 && memcmp(name, "DELAY", 5) == 0)
+                    field = F_DELAY_POS;
+                if (field >= 0) {
+                    row[field] = value_pos;
+                    row[field + 1] = value_len;
+                }
+            }
+        }
+        start = end + 1;
+    }
+}
+
+const char rmq_scan_doc[] = (
+"scan(buf, start, limit, check_crc, out) -> (count, stop_position, stop_kind, stop_size)\n\n"
+"Walk records of `buf` from `start`, reading nothing at or past `limit`, as RocketMQ's\n"
+"checkMessageAndReturnSize does (spec §2.7). Each whole record fills one row of SCAN_FIELDS\n"
+"int64s in the writable buffer `out` (positions are relative to `buf`). Stops at `limit`\n"
+"(STOP_END), a BLANK (STOP_BLANK), an invalid record (STOP_INVALID: stop_size is -1 for a torn\n"
+"record, unknown magic or CRC mismatch, else TOTALSIZE for a length mismatch) or when `out` is\n"
+"full (STOP_FULL). Property values are located, not decoded.");
+
+PyObject *rmq_scan(PyObject *self, PyObject *args)
+{
+    Py_buffer buf, out;
+    Py_ssize_t start, limit;
+    int check_crc;
+    if (!PyArg_ParseTuple(args, "y*nnpw*:scan", &buf, &start, &limit, &check_crc, &out))
+        return NULL;
+    PyObject *result = NULL;
+    if (out.len % (SCAN_FIELDS * 8) != 0 || ((uintptr_t)out.buf & 7) != 0) {
+        PyErr_SetString(PyExc_ValueError, "out must be an aligned whole number of rows");
+        goto done;
+    }
+    const unsigned char *b = buf.buf;
+    Py_ssize_t end = limit < buf.len ? limit : buf.len;
+    Py_ssize_t capacity = out.len / (SCAN_FIELDS * 8), count = 0, pos = start, stop_size = 0;
+    int stop = STOP_END;
+    int64_t *row = out.buf;
+    if (start < 0) {
+        stop = STOP_INVALID;
+        stop_size = -1;
+        goto finished;
+    }
+    while (1) {
+        if (pos + 8 > end) {
+            /* Nothing more to read: at the limit it is the end; a few bytes short is torn. */
+            stop = pos >= end ? STOP_END : STOP_INVALID;
+            stop_size = -1;
+            break;
+        }
+        int32_t total = get32(b + pos), magic = get32(b + pos + 4);
+        if (magic == MAGIC_BLANK) {
+            stop = STOP_BLANK;
+            break;
+        }
+        if (count == capacity) {
+            stop = STOP_FULL;
+            break;
+        }
+        int version = magic == MAGIC_V1 ? 1 : magic == MAGIC_V2 ? 2 : 0;
+        stop = STOP_INVALID;
+        stop_size = -1;
+        if (version == 0 || total > end - pos || pos + 40 > end)
+            break;
+        int32_t sys_flag = get32(b + pos + 36);
+        Py_ssize_t born_len = (sys_flag & SYSFLAG_BORNHOST_V6) ? 20 : 8;
+        Py_ssize_t store_len = (sys_flag & SYSFLAG_STOREHOST_V6) ? 20 : 8;
+        Py_ssize_t body_len_pos = pos + 68 + born_len + store_len;
+        if (body_len_pos + 4 > end)
+            break;
+        int32_t n = get32(b + body_len_pos);
+        Py_ssize_t body_len = n > 0 ? n : 0;
+        Py_ssize_t topic_len_pos = body_len_pos + 4 + body_len;
+        if (topic_len_pos + version > end)
+            break;
+        Py_ssize_t topic_len = version == 1 ? (int8_t)b[topic_len_pos]
+                                            : (int16_t)((b[topic_len_pos] << 8) | b[topic_len_pos + 1]);
+        if (topic_len < 0)
+            break;
+        Py_ssize_t topic_pos = topic_len_pos + version;
+        Py_ssize_t props_pos = topic_pos + topic_len + 2;
+        if (props_pos > end)
+            break;
+        int16_t pl = (int16_t)((b[props_pos - 2] << 8) | b[props_pos - 1]);
+        Py_ssize_t props_len = pl > 0 ? pl : 0;
+        if (props_pos + props_len > end)
+            break;
+        int32_t body_crc = get32(b + pos + 8);
+        if (check_crc && body_len &&
+            (int32_t)(crc32_bytes(b + body_len_pos + 4, body_len) & 0x7FFFFFFF) != body_crc)
+            break;
+        if (props_pos + props_len - pos != total) {
+            stop_size = total > 0 ? total : -1;
+            break;
+        }
+        row[F_POS] = pos;
+        row[F_SIZE] = total;
+        row[F_QUEUE_ID] = get32(b + pos + 12);
+        row[F_FLAG] = get32(b + pos + 16);
+        row[F_QUEUE_OFFSET] = get64(b + pos + 20);
+        row[F_PHY_OFFSET] = get64(b + pos + 28);
+        row[F_SYS_FLAG] = sys_flag;
+        row[F_BORN_TS] = get64(b + pos + 40);
+        row[F_STORE_TS] = get64(b + pos + 48 + born_len);
+        row[F_PREPARED] = get64(b + body_len_pos - 8);
+        row[F_BODY_POS] = body_len_pos + 4;
+        row[F_BODY_LEN] = body_len;
+        row[F_TOPIC_POS] = topic_pos;
+        row[F_TOPIC_LEN] = topic_len;
+        row[F_PROPS_POS] = props_pos;
+        row[F_PROPS_LEN] = props_len;
+        find_properties(b + props_pos, props_len, row);
+        if (row[F_TAGS_POS] >= 0) row[F_TAGS_POS] += props_pos;
+        if (row[F_KEYS_POS] >= 0) row[F_KEYS_POS] += props_pos;
+        if (row[F_UNIQ_POS] >= 0) row[F_UNIQ_POS] += props_pos;
+        if (row[F_DELAY_POS] >= 0) row[F_DELAY_POS] += props_pos;
+        row[F_VERSION] = version;
+        row[F_BODY_CRC] = body_crc;
+        row += SCAN_FIELDS;
+        count++;
+        pos += total;
+        stop = STOP_END;
+        stop_size = 0;
+    }
+finished:
+    result = Py_BuildValue("nnin", count, pos, stop, stop_size);
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&out);
+    return result;
+}
+
