@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.bodies import preview
+from store import kernel
 from store.codec import message as msgcodec
 from store.errors import CorruptDataError
 
-MAX_SCAN_RECORDS_PER_SEGMENT = 200_000
+MAX_SCAN_RECORDS_PER_SEGMENT = 200_000        # the record browser's cap per segment
+SCAN_ROWS = 8192                               # rows per compiled scan call
+MAX_SCAN_BATCHES_PER_SEGMENT = 1 << 16         # a 1 GiB segment of the smallest records is 12 M
 MAX_PAGE_RECORDS = 500
 
 
@@ -36,27 +39,23 @@ class SegmentInfo:
 
 
 def _scan_segment(commit_log, mapped) -> tuple[int, int, int]:
-    """(data bytes, filler bytes, records) of one segment, walking its records."""
-    start = mapped.file_from_offset
-    end = start + mapped.file_size_bytes
+    """(data bytes, filler bytes, records) of one segment, walking its records with the compiled
+    scan (about 0.1 us a record; the active segment is walked again on every refresh). Counts the
+    records RocketMQ's check accepts; a SCHEDULE_TOPIC_XXXX record whose DELAY Java cannot parse is
+    counted too (recovery would stop there: `check()` reports it)."""
+    out = kernel.scan_buffer(SCAN_ROWS)
+    limit = min(mapped.read_position, mapped.file_size_bytes)
+    position = 0
     records = 0
-    data_end = start
-    filler = 0
-    for phy_offset, result in commit_log.scan(start, check_crc=False, limit_offset=end,
-                                              max_records=MAX_SCAN_RECORDS_PER_SEGMENT):
-        if result.kind == msgcodec.CHECK_RECORD:
-            records += 1
-            data_end = phy_offset + result.size
-        elif result.kind == msgcodec.CHECK_BLANK:
-            filler = end - phy_offset
-            data_end = phy_offset
-            break
-        else:
+    for _ in range(MAX_SCAN_BATCHES_PER_SEGMENT):   # bounded: each batch moves on by its records
+        count, position, kind, _ = kernel.scan(mapped.buffer, position, limit, False, out)
+        records += count
+        if kind != kernel.STOP_FULL:
             break
     else:
-        if records >= MAX_SCAN_RECORDS_PER_SEGMENT:
-            records = -1
-    return data_end - start, filler, records
+        return position, 0, -1
+    filler = mapped.file_size_bytes - position if kind == kernel.STOP_BLANK else 0
+    return position, filler, records
 
 
 def segment_map(store, cache: dict | None = None) -> list[SegmentInfo]:
