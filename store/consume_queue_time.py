@@ -28,6 +28,18 @@ def java_div(numerator: int, denominator: int) -> int:
     return quotient if (numerator >= 0) == (denominator > 0) else -quotient
 
 
+def _nearest(target: int, left: int, left_time: int, right: int, right_time: int,
+             timestamp_ms: int) -> int:
+    """The end of 4.9.7's search: the exact hit, else the nearer neighbour (ties: the earlier)."""
+    if target != -1:
+        return target
+    if left_time == -1:
+        return right
+    if right_time == -1:
+        return left
+    return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
+
+
 def search_nearest(phy_at: PhyAt, time_at: TimeAt, low: int, high: int, timestamp_ms: int,
                    min_phy_offset: int) -> int | None:
     """4.9.7 `ConsumeQueue.getOffsetInQueueByTime` inside one file.
@@ -55,13 +67,7 @@ def search_nearest(phy_at: PhyAt, time_at: TimeAt, low: int, high: int, timestam
         else:
             low = mid + 1
             left, left_time = mid, store_time
-    if target != -1:
-        return target
-    if left_time == -1:
-        return right
-    if right_time == -1:
-        return left
-    return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
+    return _nearest(target, left, left_time, right, right_time, timestamp_ms)
 
 
 def search_boundary(phy_at: PhyAt, time_at: TimeAt, floor: int, ceiling: int, timestamp_ms: int,
@@ -181,13 +187,7 @@ def search_nearest_units(units, store_time_of: Callable[[int, int], int], low: i
         else:
             low = mid + 1
             left, left_time = mid, store_time
-    if target != -1:
-        return target
-    if left_time == -1:
-        return right
-    if right_time == -1:
-        return left
-    return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
+    return _nearest(target, left, left_time, right, right_time, timestamp_ms)
 
 
 def search_boundary_units(units, store_time_of: Callable[[int, int], int], floor: int, ceiling: int,
