@@ -248,7 +248,10 @@ class ReputService:
 
     def _index_directly(self, buf, index, rows) -> bool:
         """Index entries for `rows` (in the consume queues already) without requests; False when
-        the kernel asks for the Python way (a key or topic that is not ASCII)."""
+        the kernel asks for the Python way (a key or topic that is not ASCII) and for records with
+        a DELAY (a SCHEDULE_TOPIC_XXXX record whose DELAY Java cannot parse is not dispatched)."""
+        if (rows[:, _C["delay_pos"]] >= 0).any():
+            return False
         capacity = len(rows) + int(((rows[:, _C["keys_len"]] + 1) // 2 + 1).sum())
         hashes = np.empty(capacity, dtype=np.int64)
         numbers = np.empty(capacity, dtype=np.int64)
