@@ -592,11 +592,22 @@ def test_damaged_copies(bases, chunk, scratch):
     _run_chunk(bases, BASE_SEED + chunk * CHUNK, CHUNK, scratch / "case", FIXTURE_SHARE_QUICK)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
+_OPEN_FINDING_SEED = 1_000_127
+_OPEN_FINDING = pytest.mark.xfail(strict=False, reason=(
     "open finding: seed 1000127 (engine-4.9-defaultRocksDB, one bit of an index entry's prevIndex, "
     "byte 231 of a 672-byte index file) is not reported by check(); not yet root-caused"))
-@pytest.mark.parametrize("chunk", range(CASES_SLOW // CHUNK))
+
+
+def _slow_chunks():
+    """The slow chunks; only the one holding the open finding's seed is marked xfail."""
+    for chunk in range(CASES_SLOW // CHUNK):
+        first = BASE_SEED + 1_000_000 + chunk * CHUNK
+        yield pytest.param(chunk, marks=_OPEN_FINDING) \
+            if first <= _OPEN_FINDING_SEED < first + CHUNK else chunk
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", _slow_chunks())
 def test_damaged_copies_slow(bases, chunk, scratch):
     _run_chunk(bases, BASE_SEED + 1_000_000 + chunk * CHUNK, CHUNK, scratch / "case", 1.0)
 
