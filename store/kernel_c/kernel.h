@@ -62,6 +62,21 @@ static inline int64_t get64(const unsigned char *p)
     return (int64_t)(((uint64_t)(uint32_t)get32(p) << 32) | (uint32_t)get32(p + 4));
 }
 
+/* record.c: the record layout of spec §2.1, written in one place. */
+typedef struct {
+    int32_t queue_id, flag, sys_flag, reconsume_times;
+    int64_t queue_offset, phy_offset, born_timestamp, store_timestamp, prepared_offset;
+    const void *born_host, *store_host, *body, *topic;   /* hosts: 8 or 20 bytes */
+    Py_ssize_t born_host_len, store_host_len, body_len, topic_len, properties_len;
+    int version;                                          /* 1 or 2 (2-byte topic length) */
+} rmq_record;
+
+/* TOTALSIZE of the record. */
+Py_ssize_t rmq_record_size(const rmq_record *r);
+/* Write every field but the PROPERTIES bytes (their length included) at `p`, BODYCRC computed;
+ * returns where the PROPERTIES bytes go. */
+unsigned char *rmq_write_record(unsigned char *p, const rmq_record *r);
+
 /* crc.c */
 void rmq_crc_init(void);
 const char *rmq_crc_name(void);

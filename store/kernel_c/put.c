@@ -269,48 +269,23 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if ((born_len != 8 && born_len != 20) || (store_len != 8 && store_len != 20))
         goto fallback;
     sys_flag = (sys_flag & ~0x30L) | (born_len == 20 ? 0x10 : 0) | (store_len == 20 ? 0x20 : 0);
-    Py_ssize_t body_len = PyBytes_GET_SIZE(body);
-    Py_ssize_t total = 72 + born_len + store_len + body_len + version + topic_len + 2 + props_len;
+    /* Queue and physical offsets, reconsume times and prepared offset are 0: set in the lock. */
+    rmq_record layout = {
+        .queue_id = (int32_t)queue_id, .flag = (int32_t)flag, .sys_flag = (int32_t)sys_flag,
+        .born_timestamp = born_ts, .store_timestamp = now_ms,
+        .born_host = PyBytes_AS_STRING(born), .store_host = PyBytes_AS_STRING(store_host),
+        .body = PyBytes_AS_STRING(body), .topic = topic_utf8,
+        .born_host_len = born_len, .store_host_len = store_len, .body_len = PyBytes_GET_SIZE(body),
+        .topic_len = topic_len, .properties_len = props_len, .version = version,
+    };
+    Py_ssize_t total = rmq_record_size(&layout);
     if (total > max_message_size + 65536 || total + 8 > segment_size)
         goto fallback;
 
     record = PyByteArray_FromStringAndSize(NULL, total);
     if (record == NULL)
         goto error;
-    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(record);
-    const unsigned char *body_bytes = (const unsigned char *)PyBytes_AS_STRING(body);
-    put32(p, (int32_t)total);
-    put32(p + 4, version == 2 ? MAGIC_V2 : MAGIC_V1);
-    put32(p + 8, (int32_t)(crc32_bytes(body_bytes, body_len) & 0x7FFFFFFF));
-    put32(p + 12, (int32_t)queue_id);
-    put32(p + 16, (int32_t)flag);
-    memset(p + 20, 0, 16);                         /* queue and physical offsets: set in the lock */
-    put32(p + 36, (int32_t)sys_flag);
-    put64(p + 40, born_ts);
-    unsigned char *q = p + 48;
-    memcpy(q, PyBytes_AS_STRING(born), born_len);
-    q += born_len;
-    put64(q, now_ms);
-    q += 8;
-    memcpy(q, PyBytes_AS_STRING(store_host), store_len);
-    q += store_len;
-    memset(q, 0, 12);                              /* reconsume times, prepared offset */
-    put32(q + 12, (int32_t)body_len);
-    q += 16;
-    memcpy(q, body_bytes, body_len);
-    q += body_len;
-    if (version == 2) {
-        q[0] = (unsigned char)(topic_len >> 8);
-        q[1] = (unsigned char)topic_len;
-        q += 2;
-    } else {
-        *q++ = (unsigned char)topic_len;
-    }
-    memcpy(q, topic_utf8, topic_len);
-    q += topic_len;
-    q[0] = (unsigned char)(props_len >> 8);
-    q[1] = (unsigned char)props_len;
-    q += 2;
+    unsigned char *q = rmq_write_record((unsigned char *)PyByteArray_AS_STRING(record), &layout);
     for (int k = 0; k < count; k++) {
         int i = order[k];
         memcpy(q, utf8_names[i], name_lens[i]);

@@ -2,6 +2,50 @@
 
 #include "kernel.h"
 
+Py_ssize_t rmq_record_size(const rmq_record *r)
+{
+    return 72 + r->born_host_len + r->store_host_len + r->body_len + r->version + r->topic_len + 2 +
+           r->properties_len;
+}
+
+unsigned char *rmq_write_record(unsigned char *p, const rmq_record *r)
+{
+    put32(p, (int32_t)rmq_record_size(r));
+    put32(p + 4, r->version == 2 ? MAGIC_V2 : MAGIC_V1);
+    put32(p + 8, (int32_t)(crc32_bytes(r->body, r->body_len) & 0x7FFFFFFF));
+    put32(p + 12, r->queue_id);
+    put32(p + 16, r->flag);
+    put64(p + 20, r->queue_offset);
+    put64(p + 28, r->phy_offset);
+    put32(p + 36, r->sys_flag);
+    put64(p + 40, r->born_timestamp);
+    unsigned char *q = p + 48;
+    memcpy(q, r->born_host, r->born_host_len);
+    q += r->born_host_len;
+    put64(q, r->store_timestamp);
+    q += 8;
+    memcpy(q, r->store_host, r->store_host_len);
+    q += r->store_host_len;
+    put32(q, r->reconsume_times);
+    put64(q + 4, r->prepared_offset);
+    put32(q + 12, (int32_t)r->body_len);
+    q += 16;
+    memcpy(q, r->body, r->body_len);
+    q += r->body_len;
+    if (r->version == 2) {
+        q[0] = (unsigned char)(r->topic_len >> 8);
+        q[1] = (unsigned char)r->topic_len;
+        q += 2;
+    } else {
+        *q++ = (unsigned char)r->topic_len;
+    }
+    memcpy(q, r->topic, r->topic_len);
+    q += r->topic_len;
+    q[0] = (unsigned char)(r->properties_len >> 8);
+    q[1] = (unsigned char)r->properties_len;
+    return q + 2;
+}
+
 const char rmq_encode_record_doc[] = (
 "encode_record(topic, queue_id, flag, sys_flag, queue_offset, phy_offset, born_timestamp,\n"
 "              born_host, store_timestamp, store_host, reconsume_times, prepared_offset,\n"
@@ -27,7 +71,15 @@ PyObject *rmq_encode_record(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "hosts are 8 or 20 bytes and the version is 1 or 2");
         goto done;
     }
-    Py_ssize_t total = 72 + born_len + store_len + body.len + version + topic_len + 2 + props.len;
+    rmq_record record = {
+        .queue_id = queue_id, .flag = flag, .sys_flag = sys_flag, .reconsume_times = reconsume,
+        .queue_offset = queue_offset, .phy_offset = phy_offset, .born_timestamp = born_ts,
+        .store_timestamp = store_ts, .prepared_offset = prepared,
+        .born_host = born, .store_host = store, .body = body.buf, .topic = topic,
+        .born_host_len = born_len, .store_host_len = store_len, .body_len = body.len,
+        .topic_len = topic_len, .properties_len = props.len, .version = version,
+    };
+    Py_ssize_t total = rmq_record_size(&record);
     if (total > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "TOTALSIZE does not fit a signed 32-bit field");
         goto done;
@@ -35,41 +87,8 @@ PyObject *rmq_encode_record(PyObject *self, PyObject *args)
     result = PyByteArray_FromStringAndSize(NULL, total);
     if (result == NULL)
         goto done;
-    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(result);
-    put32(p, (int32_t)total);
-    put32(p + 4, version == 2 ? MAGIC_V2 : MAGIC_V1);
-    put32(p + 8, (int32_t)(crc32_bytes(body.buf, body.len) & 0x7FFFFFFF));
-    put32(p + 12, queue_id);
-    put32(p + 16, flag);
-    put64(p + 20, queue_offset);
-    put64(p + 28, phy_offset);
-    put32(p + 36, sys_flag);
-    put64(p + 40, born_ts);
-    unsigned char *q = p + 48;
-    memcpy(q, born, born_len);
-    q += born_len;
-    put64(q, store_ts);
-    q += 8;
-    memcpy(q, store, store_len);
-    q += store_len;
-    put32(q, reconsume);
-    put64(q + 4, prepared);
-    put32(q + 12, (int32_t)body.len);
-    q += 16;
-    memcpy(q, body.buf, body.len);
-    q += body.len;
-    if (version == 2) {
-        q[0] = (unsigned char)(topic_len >> 8);
-        q[1] = (unsigned char)topic_len;
-        q += 2;
-    } else {
-        *q++ = (unsigned char)topic_len;
-    }
-    memcpy(q, topic, topic_len);
-    q += topic_len;
-    q[0] = (unsigned char)(props.len >> 8);
-    q[1] = (unsigned char)props.len;
-    memcpy(q + 2, props.buf, props.len);
+    memcpy(rmq_write_record((unsigned char *)PyByteArray_AS_STRING(result), &record), props.buf,
+           props.len);
 done:
     PyBuffer_Release(&body);
     PyBuffer_Release(&props);
