@@ -67,6 +67,17 @@ class RecordTooLargeForSegment(Exception):
     """The encoded record can never fit in one segment (it needs size + 8 <= segment size)."""
 
 
+# NOT_TYPE and COMMIT_TYPE: the transaction kinds (sys_flag & 0x0C) that get a queue offset and a
+# consume-queue unit. `is_queued_transaction_type` for one flag; hot loops test membership directly.
+QUEUED_TRANSACTION_KINDS = (0x00, 0x08)
+
+
+def queued_transaction_mask(sys_flags):
+    """`is_queued_transaction_type` of a numpy array of sys flags (boolean array)."""
+    kinds = sys_flags & _TRANSACTION_MASK
+    return (kinds == QUEUED_TRANSACTION_KINDS[0]) | (kinds == QUEUED_TRANSACTION_KINDS[1])
+
+
 def is_queued_transaction_type(sys_flag: int) -> bool:
     """NOT_TYPE and COMMIT_TYPE records get a queue offset and a consume-queue unit (spec §2.8)."""
     kind = sys_flag & _TRANSACTION_MASK

@@ -23,7 +23,9 @@ from store.codec import message as msgcodec
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.message import DispatchRequest
 from store.codec.topic import validate_topic
-from store.commit_log import CommitLog, is_queued_transaction_type
+from store.commit_log import (
+    QUEUED_TRANSACTION_KINDS, CommitLog, is_queued_transaction_type, queued_transaction_mask,
+)
 from store.errors import InvalidTopicError
 from store.scan_groups import queue_groups
 
@@ -46,7 +48,6 @@ class Dispatcher(Protocol):
 
 _LEGAL_TOPICS: set[str] = set()     # memo: validation runs for every dispatched record
 _LEGAL_TOPICS_MAX = 100_000
-_QUEUED_KINDS = (0x00, 0x08)        # NOT_TYPE and COMMIT_TYPE records get a consume-queue unit
 
 
 def _legal_topic(request: DispatchRequest) -> bool:
@@ -74,7 +75,7 @@ class ConsumeQueueDispatcher:
 
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None:
         legal = _LEGAL_TOPICS
-        queued = [r for r in requests if r.sys_flag & 0x0C in _QUEUED_KINDS
+        queued = [r for r in requests if r.sys_flag & 0x0C in QUEUED_TRANSACTION_KINDS
                   and (r.topic in legal or _legal_topic(r))]
         if not queued:
             return
@@ -214,8 +215,7 @@ class ReputService:
                 return rows
         phy = rows[:, _C["phy_offset"]]
         if queues is not None:
-            kinds = rows[:, _C["sys_flag"]] & 0x0C
-            queued = (kinds == 0x00) | (kinds == 0x08)       # the others get no unit at all
+            queued = queued_transaction_mask(rows[:, _C["sys_flag"]])   # the others get no unit
             keys, inverse = queue_groups(buf, rows)
             ends = np.array([queues.get_max_phy_end(topic, queue_id) for topic, queue_id in keys],
                             dtype=np.int64)
@@ -342,7 +342,7 @@ class ReputService:
         self._last_skipped_unit = None
         phy_offset, store_timestamp, queue_dispatcher = skipped
         for request in reversed(batch):
-            if request.sys_flag & 0x0C in _QUEUED_KINDS and _legal_topic(request):
+            if is_queued_transaction_type(request.sys_flag) and _legal_topic(request):
                 if request.commit_log_offset > phy_offset:
                     return
                 break
@@ -353,7 +353,7 @@ class ReputService:
             return
         arrivals: dict[tuple[str, int], int] = {}
         for request in reversed(batch):     # the last unit of each queue is its new max
-            if request.sys_flag & 0x0C in _QUEUED_KINDS:
+            if request.sys_flag & 0x0C in QUEUED_TRANSACTION_KINDS:
                 key = (request.topic, request.queue_id)
                 if key not in arrivals:
                     arrivals[key] = request.consume_queue_offset + 1

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from store.codec.index_codec import IndexHeader, build_key
-from store.codec.javahash import INT32_MIN
+from store.codec.javahash import index_key_hashes_of
 from store.errors import CorruptDataError, ReadOnlyStoreError, StoreError
 from store.index_file import ChainStep, IndexFile, query_key_hash
 from store.kernel import java_hashes
@@ -256,7 +256,7 @@ class IndexService:
             self._insert(index_file, key_hashes, phys, times)
 
     def _insert(self, index_file: IndexFile, key_hashes, phys, times) -> None:
-        hashes = np.where(key_hashes == INT32_MIN, 0, np.abs(key_hashes))   # index_key_hash
+        hashes = index_key_hashes_of(key_hashes)
         done = 0
         total = len(hashes)
         for _ in range(total + 1):   # bounded: each pass inserts at least one key

@@ -296,5 +296,6 @@ def _encode_for_put(message: Message, settings: PutSettings, now_ms: int
         delay_ms = delay_tags_code(properties, 0, settings.delay_levels_ms)
     draft = RecordDraft(
         topic, queue_id, sys_flag, _tags_code(properties.get("TAGS")), properties.get("KEYS", ""),
-        properties.get("UNIQ_KEY"), 0, properties, delay_ms, 56 if len(born) == 8 else 68)
+        properties.get("UNIQ_KEY"), 0, properties, delay_ms,
+        msgcodec.BORN_HOST_POSITION + len(born))   # STORETIMESTAMP follows BORNHOST
     return record, draft

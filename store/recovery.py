@@ -17,7 +17,7 @@ import numpy as np
 
 from store import kernel
 from store.codec import message as msgcodec
-from store.commit_log import CommitLog
+from store.commit_log import CommitLog, is_queued_transaction_type, queued_transaction_mask
 from store.mapped_file import MappedFile
 from store.scan_groups import queue_groups
 
@@ -229,7 +229,7 @@ def _note_record(report: RecoveryReport, phy_offset: int, result) -> None:
     report.last_record_offset = phy_offset
     report.records_checked += 1
     request = result.request
-    if request.sys_flag & 0x0C in (0x00, 0x08):   # NOT / COMMIT: has a CQ unit
+    if is_queued_transaction_type(request.sys_flag):   # NOT / COMMIT: has a CQ unit
         key = (request.topic, request.queue_id)
         if request.consume_queue_offset >= report.scanned_queue_max.get(key, -1):
             report.scanned_queue_max[key] = request.consume_queue_offset
@@ -240,8 +240,7 @@ def _note_rows(report: RecoveryReport, buf, rows: np.ndarray, base: int) -> None
     (topic, queue id) among the NOT / COMMIT ones (those with a consume-queue unit)."""
     report.records_checked += len(rows)
     report.last_record_offset = base + int(rows[-1, _POS])
-    kinds = rows[:, _SYS_FLAG] & 0x0C
-    queued = rows[(kinds == 0x00) | (kinds == 0x08)]
+    queued = rows[queued_transaction_mask(rows[:, _SYS_FLAG])]
     if not len(queued):
         return
     seen = report.scanned_queue_max

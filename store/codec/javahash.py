@@ -86,7 +86,11 @@ def _powers_of_31(count: int) -> list[int]:
 
 def index_key_hashes(key_strings: list[str]):
     """`index_key_hash` of many keys at once (numpy int64 array)."""
+    return index_key_hashes_of(java_string_hashes(key_strings))
+
+
+def index_key_hashes_of(java_hashes):
+    """`index_key_hash` from Java hashes already computed (numpy int64 array in, array out)."""
     import numpy as np
 
-    hashes = java_string_hashes(key_strings)
-    return np.where(hashes == INT32_MIN, 0, np.abs(hashes))
+    return np.where(java_hashes == INT32_MIN, 0, np.abs(java_hashes))
