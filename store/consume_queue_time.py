@@ -80,12 +80,10 @@ def search_boundary(phy_at: PhyAt, time_at: TimeAt, floor: int, ceiling: int, ti
     file's first offset for files, the window floor for RocksDB).
     """
     assert boundary in (LOWER, UPPER)
-    ceiling_time = time_at(ceiling)
-    if ceiling_time is not None and ceiling_time < timestamp_ms:
-        return base + ceiling + 1 if boundary == LOWER else base + ceiling
-    floor_time = time_at(floor)
-    if floor_time is not None and floor_time > timestamp_ms:
-        return all_later_lower if boundary == LOWER else 0
+    outside = _outside_window(time_at, floor, ceiling, timestamp_ms, boundary, base,
+                              all_later_lower)
+    if outside is not None:
+        return outside
     low, high = floor, ceiling
     target = left = right = -1
     while high >= low:
@@ -110,11 +108,28 @@ def search_boundary(phy_at: PhyAt, time_at: TimeAt, floor: int, ceiling: int, ti
         else:
             low = mid + 1
             left = mid
+    return _boundary_end(time_at, target, left, right, floor, ceiling, timestamp_ms, boundary, base)
+
+
+def _outside_window(time_at: TimeAt, floor: int, ceiling: int, timestamp_ms: int, boundary: str,
+                    base: int, all_later_lower: int) -> int | None:
+    """The answer when the time lies after the window's last unit or before its first, else None."""
+    ceiling_time = time_at(ceiling)
+    if ceiling_time is not None and ceiling_time < timestamp_ms:
+        return base + ceiling + 1 if boundary == LOWER else base + ceiling
+    floor_time = time_at(floor)
+    if floor_time is not None and floor_time > timestamp_ms:
+        return all_later_lower if boundary == LOWER else 0
+    return None
+
+
+def _boundary_end(time_at: TimeAt, target: int, left: int, right: int, floor: int, ceiling: int,
+                  timestamp_ms: int, boundary: str, base: int) -> int:
+    """The end of the LOWER / UPPER search: from an exact hit, walk equal store times to the first
+    (LOWER) / last (UPPER) of them (bounded by the window); without one, the neighbour."""
     if target != -1:
         step, limit_ok = (-1, lambda i: i >= floor) if boundary == LOWER else \
             (1, lambda i: i <= ceiling)
-        # Equal store times around an exact hit: walk to the first (LOWER) / last (UPPER) of them.
-        # Bounded by the window size.
         while limit_ok(target + step) and time_at(target + step) == timestamp_ms:
             target += step
         return base + target
@@ -148,6 +163,16 @@ _UNIT_BYTES = 20
 MEMO_DEPTH = 11          # probes 1..11: at most 2**11 - 1 distinct units per search window
 
 
+def _remembered_time(memo: dict, store_time_of, phy_offset: int, size: int) -> int | None:
+    """store_time_of(phy_offset, size) through `memo` (readable times only are remembered)."""
+    store_time = memo.get(phy_offset)
+    if store_time is None:
+        store_time = store_time_of(phy_offset, size)
+        if store_time is not None and store_time >= 0:
+            memo[phy_offset] = store_time
+    return store_time
+
+
 def _memo_of(store_time_of):
     memo = getattr(store_time_of, "memo", None)
     return memo, (store_time_of.floor if memo is not None else 0)
@@ -169,11 +194,7 @@ def search_nearest_units(units, store_time_of: Callable[[int, int], int], low: i
             left = mid
             continue
         if depth <= MEMO_DEPTH and memo is not None and phy_offset >= memo_floor:
-            store_time = memo.get(phy_offset)
-            if store_time is None:
-                store_time = store_time_of(phy_offset, size)
-                if store_time is not None and store_time >= 0:
-                    memo[phy_offset] = store_time
+            store_time = _remembered_time(memo, store_time_of, phy_offset, size)
         else:
             store_time = store_time_of(phy_offset, size)
         if store_time is None or store_time < 0:
@@ -200,12 +221,10 @@ def search_boundary_units(units, store_time_of: Callable[[int, int], int], floor
     def time_at(index: int) -> int:
         return store_time_of(*_unpack_phy_size(units, index * _UNIT_BYTES))
 
-    ceiling_time = time_at(ceiling)
-    if ceiling_time is not None and ceiling_time < timestamp_ms:
-        return base + ceiling + 1 if boundary == LOWER else base + ceiling
-    floor_time = time_at(floor)
-    if floor_time is not None and floor_time > timestamp_ms:
-        return all_later_lower if boundary == LOWER else 0
+    outside = _outside_window(time_at, floor, ceiling, timestamp_ms, boundary, base,
+                              all_later_lower)
+    if outside is not None:
+        return outside
     low, high = floor, ceiling
     depth = 0
     target = left = right = -1
@@ -219,11 +238,7 @@ def search_boundary_units(units, store_time_of: Callable[[int, int], int], floor
             left = mid
             continue
         if depth <= MEMO_DEPTH and memo is not None and phy_offset >= memo_floor:
-            store_time = memo.get(phy_offset)
-            if store_time is None:
-                store_time = store_time_of(phy_offset, size)
-                if store_time is not None and store_time >= 0:
-                    memo[phy_offset] = store_time
+            store_time = _remembered_time(memo, store_time_of, phy_offset, size)
         else:
             store_time = store_time_of(phy_offset, size)
         if store_time is None or store_time < 0:
@@ -237,13 +252,4 @@ def search_boundary_units(units, store_time_of: Callable[[int, int], int], floor
         else:
             low = mid + 1
             left = mid
-    if target != -1:
-        if boundary == LOWER:
-            while target - 1 >= floor and time_at(target - 1) == timestamp_ms:
-                target -= 1
-        else:
-            while target + 1 <= ceiling and time_at(target + 1) == timestamp_ms:
-                target += 1
-        return base + target
-    found = right if boundary == LOWER else left
-    return relative_to_queue_offset(base, found)
+    return _boundary_end(time_at, target, left, right, floor, ceiling, timestamp_ms, boundary, base)
