@@ -215,23 +215,33 @@ def test_batched_walk_matches_record_by_record_walk(tmp_path, seed, kernel_scan,
         commit_log.mapped_files.close()
 
 
-def test_schedule_record_with_bad_delay_stops_the_walk(tmp_path, kernel_scan):
+def _one_segment(tmp_path, make_record, count: int) -> tuple[str, list[int]]:
+    """commitlog/ with one segment of `count` records, record i = make_record(i, its position);
+    returns the directory and the records' positions."""
     directory = str(tmp_path / "commitlog")
     os.makedirs(directory)
     segment = bytearray(SEGMENT)
+    positions = []
     position = 0
-    offsets = {}
-    for index in range(5):
-        raw = b"DELAY\x01nope" if index == 3 else b"DELAY\x012"
-        record = msgcodec.encode_message(
-            topic="SCHEDULE_TOPIC_XXXX", queue_id=1, body=b"x" * 10, properties_raw=raw,
-            queue_offset=index, phy_offset=position, born_timestamp=1, born_host="127.0.0.1:1",
-            store_timestamp=5, store_host="127.0.0.1:10911")
-        offsets[index] = position
+    for index in range(count):
+        record = make_record(index, position)
+        positions.append(position)
         segment[position:position + len(record)] = record
         position += len(record)
     with open(os.path.join(directory, offset_to_file_name(0)), "wb") as handle:
         handle.write(segment)
+    return directory, positions
+
+
+def test_schedule_record_with_bad_delay_stops_the_walk(tmp_path, kernel_scan):
+    def make(index, position):
+        raw = b"DELAY\x01nope" if index == 3 else b"DELAY\x012"
+        return msgcodec.encode_message(
+            topic="SCHEDULE_TOPIC_XXXX", queue_id=1, body=b"x" * 10, properties_raw=raw,
+            queue_offset=index, phy_offset=position, born_timestamp=1, born_host="127.0.0.1:1",
+            store_timestamp=5, store_host="127.0.0.1:10911")
+
+    directory, offsets = _one_segment(tmp_path, make, 5)
     commit_log = _open(directory)
     try:
         report = recovery.RecoveryReport(mode="normal")
@@ -246,19 +256,15 @@ def test_schedule_record_with_bad_delay_stops_the_walk(tmp_path, kernel_scan):
 
 
 def test_long_topics_take_the_python_grouping(tmp_path, kernel_scan):
-    directory = str(tmp_path / "commitlog")
-    os.makedirs(directory)
-    segment = bytearray(SEGMENT)
-    position = 0
-    for index, topic in enumerate(["a" * 300, "b", "a" * 300, "a" * 299 + "\x00"]):
-        record = msgcodec.encode_message(
-            topic=topic, queue_id=0, body=b"y", properties_raw=b"", queue_offset=10 - index,
-            phy_offset=position, born_timestamp=1, born_host="127.0.0.1:1", store_timestamp=5,
-            store_host="127.0.0.1:10911", version=2)
-        segment[position:position + len(record)] = record
-        position += len(record)
-    with open(os.path.join(directory, offset_to_file_name(0)), "wb") as handle:
-        handle.write(segment)
+    topics = ["a" * 300, "b", "a" * 300, "a" * 299 + "\x00"]
+
+    def make(index, position):
+        return msgcodec.encode_message(
+            topic=topics[index], queue_id=0, body=b"y", properties_raw=b"",
+            queue_offset=10 - index, phy_offset=position, born_timestamp=1,
+            born_host="127.0.0.1:1", store_timestamp=5, store_host="127.0.0.1:10911", version=2)
+
+    directory, _ = _one_segment(tmp_path, make, len(topics))
     commit_log = _open(directory)
     try:
         report = recovery.RecoveryReport(mode="normal")
