@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rocksdict import Options, Rdict, WriteBatch  # noqa: E402
 
 from store.codec import rocksdb_cq as codec  # noqa: E402
-from store.consume_queue_rocksdb import read_iterator, read_multi_get  # noqa: E402
+from store.consumequeue.rocksdb.queue_store import read_iterator, read_multi_get  # noqa: E402
 
 QUEUES = [("TopicA", 0), ("TopicA", 1), ("TopicB", 0), ("TopicB", 7)]
 SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512, 1024]

@@ -34,7 +34,7 @@ def _queue_list(queue_count: int) -> list[tuple[str, int]]:
 
 def one_point(args, backend: str, queue_count: int, count: int) -> dict:
     from store.api import Message
-    from store.lockfile import create_abort
+    from store.meta.lockfile import create_abort
     from store.message_store import MessageStore
     queues = _queue_list(queue_count)
     template = common.make_messages(count, BODY_BYTES, queues=1)

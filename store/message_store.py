@@ -14,14 +14,14 @@ from store.api import (GetMessageResult, GetMessageStatus, Message, PutMessageRe
                        PutMessageStatus, QueryMessageResult)
 from store.codec.message import MessageRecord, decode_message
 from store.codec.msgid import decode_message_id
-from store.commit_log import RecordTooLargeForSegment
+from store.commitlog.commit_log import RecordTooLargeForSegment
 from store.config import StoreConfig
 from store.errors import MessageNotFoundError, ReadOnlyStoreError, StoreClosedError
 from store.lookups import LookupsMixin
-from store.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
-from store.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
-from store.services import StoreServices
-from store.store_parts import open_parts
+from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
+from store.commitlog.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
+from store.services.lifecycle import StoreServices
+from store.recovery.loader import open_parts
 
 FOREVER_MS = 2**63 - 1
 
@@ -380,7 +380,7 @@ class MessageStore(LookupsMixin):
 
     def check(self):
         """Cross-check the commit log, consume queues, index and checkpoint; a list of findings."""
-        from store.check import check_store
+        from store.check.run import check_store
         return check_store(self)
 
     def clean_expired_files(self, *, force: bool = False):

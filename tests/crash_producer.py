@@ -75,7 +75,7 @@ def _produce(command: dict) -> None:
 def zygote() -> None:
     # Import the engine (and rocksdict) before forking so each child starts warm.
     import store.message_store  # noqa: F401
-    import store.consume_queue_rocksdb  # noqa: F401
+    import store.consumequeue.rocksdb.queue_store  # noqa: F401
     for line in sys.stdin:
         line = line.strip()
         if not line:

@@ -111,7 +111,7 @@ def test_other_figures():
 
 def test_findings_frame_puts_the_message_first_and_shortens_paths():
     from app.health_data import findings_frame
-    from store.check_findings import Finding
+    from store.check.findings import Finding
     findings = [Finding("info", "files", "/s/root/abort", None, "abort file present"),
                 Finding("error", "index", "/elsewhere/x", 4, "bad")]
     frame = findings_frame(findings, "/s/root")
@@ -235,8 +235,8 @@ def test_rocksdb_stats_and_summary(tmp_path):
 def test_rocksdb_stats_before_the_database_exists(tmp_path):
     """A read-only RocksDB consume queue with no database yet reports itself closed."""
     from app.queues_data import facts_rows
-    from store.consume_queue import ConsumeQueueSettings
-    from store.consume_queue_rocksdb import RocksDBConsumeQueueStore
+    from store.consumequeue.base import ConsumeQueueSettings
+    from store.consumequeue.rocksdb.queue_store import RocksDBConsumeQueueStore
     cq = RocksDBConsumeQueueStore(ConsumeQueueSettings(str(tmp_path), store_type="defaultRocksDB",
                                                        read_only=True, style="5.x"))
     cq.load()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.checkpoint import CheckpointFile
+from store.meta.checkpoint import CheckpointFile
 from store.codec.checkpoint_codec import (CHECKPOINT_FILE_SIZE_BYTES, Checkpoint, decode_checkpoint,
                                           encode_checkpoint, min_timestamp, min_timestamp_index)
 from store.errors import CorruptDataError, ReadOnlyStoreError

@@ -9,8 +9,8 @@ import random
 import pytest
 
 from store.codec.message import DispatchRequest
-from store.consume_queue import (STORE_TYPE_FILE, STORE_TYPE_ROCKSDB, ConsumeQueueSettings,
-                                 open_consume_queue_store)
+from store.consumequeue.base import STORE_TYPE_FILE, STORE_TYPE_ROCKSDB, ConsumeQueueSettings
+from store.consumequeue.factory import open_consume_queue_store
 from store.errors import ReadOnlyStoreError
 from tests.fixtures_util import tree_fingerprint
 
@@ -290,7 +290,7 @@ def test_rocksdb_layout_on_disk(tmp_path):
 
 
 def test_rocksdb_multi_get_and_iterator_agree(tmp_path, monkeypatch):
-    import store.consume_queue_rocksdb as module
+    import store.consumequeue.rocksdb.queue_store as module
     cq_store = open_store(tmp_path, STORE_TYPE_ROCKSDB)
     cq_store.put_units(stream(count=100))
     via_multi_get = cq_store.get_units("T", 0, 5, 60)

@@ -13,9 +13,9 @@ import os
 
 import pytest
 
-from store.consume_queue import (STORE_TYPE_ROCKSDB, ConsumeQueueSettings,
-                                 open_consume_queue_store)
-from store.consume_queue_convert import copy_queues
+from store.consumequeue.base import STORE_TYPE_ROCKSDB, ConsumeQueueSettings
+from store.consumequeue.factory import open_consume_queue_store
+from store.consumequeue.copy import copy_queues
 from tests.fixtures_util import (copy_store, fixture_dirs, fixture_id, load_dump, single_cq_file,
                                  tree_fingerprint)
 

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from store import Message, MessageStore
-from store.check import check_config
+from store.tools.check_directory import check_config
 from store.codec import fastjson
 from store.codec import message as msgcodec
 from store.codec.index_codec import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from store.codec import index_codec as ic
 from store.codec.javahash import index_key_hash
 from store.errors import CorruptDataError, ReadOnlyStoreError, StoreClosedError
-from store.index_file import IndexFile
+from store.index.index_file import IndexFile
 
 FOREVER = 2**63 - 1
 UNIQ = "TopicTest#7F00000130391B6D358647B760000000"

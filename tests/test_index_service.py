@@ -11,7 +11,7 @@ import pytest
 
 from store.codec import index_codec as ic
 from store.errors import CorruptDataError, ReadOnlyStoreError
-from store.index_service import IndexService, index_file_name
+from store.index.index_service import IndexService, index_file_name
 from tests.fixtures_util import copy_store, fixture_dirs, fixture_id, load_dump, tree_fingerprint
 
 try:

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from store.errors import StoreLockedError
-from store.lockfile import (StoreLock, abort_exists, create_abort, delete_abort, probe_lock,
+from store.meta.lockfile import (StoreLock, abort_exists, create_abort, delete_abort, probe_lock,
                             read_abort_pid)
 from tests.fixtures_util import fixture_dirs, fixture_id, load_dump
 

@@ -22,7 +22,7 @@ import pytest
 from store import Message, MessageStore
 from store.codec.javahash import index_key_hash, java_string_hash
 from store.codec.message import decode_message
-from store.consume_queue_time import (
+from store.consumequeue.time_search import (
     LOWER,
     MEMO_DEPTH,
     UPPER,
@@ -31,7 +31,7 @@ from store.consume_queue_time import (
     search_nearest,
     search_nearest_units,
 )
-from store.index_file import query_key_hash
+from store.index.index_file import query_key_hash
 from store.message_store import FOREVER_MS
 from tests.engine_util import FakeClock, small_config
 

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from store.errors import CorruptDataError, ReadOnlyStoreError
-from store.mapped_file import MappedFile, offset_to_file_name, parse_file_name
-from store.mapped_file_queue import MappedFileQueue
+from store.mappedfile.mapped_file import MappedFile, offset_to_file_name, parse_file_name
+from store.mappedfile.mapped_file_queue import MappedFileQueue
 
 SIZE = 4096 * 4
 

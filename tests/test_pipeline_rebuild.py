@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from store.codec import message as msgcodec
-from store.consume_queue import STORE_TYPE_ROCKSDB, ConsumeQueueSettings, open_consume_queue_store
-from store.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
+from store.consumequeue.base import STORE_TYPE_ROCKSDB, ConsumeQueueSettings
+from store.consumequeue.factory import open_consume_queue_store
+from store.services.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
 from store.errors import ConfigError
-from store.index_service import IndexService
+from store.index.index_service import IndexService
 from store.pipeline.jobs_rebuild import NO_MASTER, RebuildSettings, rebuild
 from store.pipeline.layout import list_commit_log
 from store.pipeline.segment_reader import map_file

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from store.codec.cq_unit import CQ_UNIT_DTYPE
 from store.codec.javahash import java_string_hash
-from store.read_path import TagFilter, TransferLimits, _plan_scan, _scan_sequentially
+from store.commitlog.read_path import TagFilter, TransferLimits, _plan_scan, _scan_sequentially
 
 TAGS = ["A", "B", "C"]
 
@@ -147,7 +147,7 @@ class FakeOtherQueues:
        backend=st.sampled_from([FakeFileQueues, FakeOtherQueues]))
 def test_get_message_matches_the_sequential_loop(data, sizes, tags, max_msg_nums, expression,
                                                  max_total, segment_size, decode, backend):
-    from store.read_path import get_message
+    from store.commitlog.read_path import get_message
 
     phys = np.cumsum([0] + sizes[:-1])
     if data.draw(st.booleans(), label="shuffled"):   # units out of commit log order
@@ -193,7 +193,7 @@ def test_get_message_matches_the_sequential_loop(data, sizes, tags, max_msg_nums
 
 def test_get_message_statuses_around_the_window():
     from store.api import GetMessageStatus
-    from store.read_path import get_message
+    from store.commitlog.read_path import get_message
 
     units = np.zeros(3, dtype=CQ_UNIT_DTYPE)
     units["phy_offset"] = [0, 10, 20]
@@ -247,7 +247,7 @@ def _units_of(sizes, tags):
 def test_a_filtered_pull_reads_past_its_probe_only_when_needed(late, memory_line):
     """A filtered pull first reads 4 x 32 + 1 units: matches and the in-memory line at or near its
     end must give what the whole window gives."""
-    from store.read_path import get_message
+    from store.commitlog.read_path import get_message
 
     tags = ["B"] * 600
     for index in list(range(0, 38, 2)) + list(range(late, late + 13)):   # 19 early, 13 late

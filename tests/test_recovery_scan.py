@@ -13,8 +13,8 @@ import pytest
 from store import kernel, recovery
 from store.codec import message as msgcodec
 from store.codec.properties import encode_properties
-from store.commit_log import CommitLog
-from store.mapped_file import offset_to_file_name
+from store.commitlog.commit_log import CommitLog
+from store.mappedfile.mapped_file import offset_to_file_name
 
 SEGMENT = 64 << 10
 

@@ -34,7 +34,7 @@ def cmd_dump(args) -> int:
 
 
 def _dump_records(args, config) -> list[dict]:
-    from store.check_commitlog import CommitLogView, body_crc_matches, iter_records
+    from store.check.commitlog import CommitLogView, body_crc_matches, iter_records
     from store.codec import message as msgcodec
     rows = []
     with CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) as view:
@@ -62,7 +62,7 @@ def _dump_records(args, config) -> list[dict]:
 def _dump_cq(args, config) -> list[dict]:
     import numpy as np
 
-    from store.check_commitlog import CommitLogView
+    from store.check.commitlog import CommitLogView
     from store.codec import message as msgcodec
     from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
     if args.topic is None or args.queue is None:
@@ -136,7 +136,8 @@ def _dump_index(args, config) -> list[dict]:
 # -- check ----------------------------------------------------------------------------------------
 
 def cmd_check(args) -> int:
-    from store.check import check_config, check_store, has_errors
+    from store.check.run import check_store, has_errors
+    from store.tools.check_directory import check_config
     if args.max_findings < 1 or (args.max_records is not None and args.max_records < 1):
         raise UsageError("--max-findings and --max-records must be >= 1")
     if args.read_only:
@@ -198,7 +199,7 @@ def cmd_recover(args) -> int:
 
 def _set_index_aside(config) -> str | None:
     """Move index/ out of the way so a damaged index cannot stop the open; None if there is none."""
-    from store.lockfile import probe_lock
+    from store.meta.lockfile import probe_lock
     holder = probe_lock(config.store_path_root_dir)
     if holder is not None:
         raise UsageError(f"process {holder} holds the store lock; stop it before rebuilding")
@@ -215,12 +216,12 @@ def _rebuild_index(config) -> dict:
     RocketMQ never rebuilds a deleted index/: dispatch resumes from the consume queues, so old
     messages stay unfindable by key. Here the whole log is read again, under the store lock.
     """
-    from store.check_commitlog import CommitLogView, iter_records
-    from store.checkpoint import CheckpointFile
+    from store.check.commitlog import CommitLogView, iter_records
+    from store.meta.checkpoint import CheckpointFile
     from store.codec import message as msgcodec
-    from store.index_service import IndexService
-    from store.lockfile import StoreLock
-    from store.store_parts import detect_store_format
+    from store.index.index_service import IndexService
+    from store.meta.lockfile import StoreLock
+    from store.recovery.loader import detect_store_format
     root = config.store_path_root_dir
     staging = config.index_dir + ".rebuild"
     shutil.rmtree(staging, ignore_errors=True)
@@ -273,7 +274,7 @@ def cmd_clean(args) -> int:
 
 
 def cmd_convert_cq(args) -> int:
-    from store.convert_cq import convert_consume_queues
+    from store.tools.convert_cq import convert_consume_queues
     config = resolve_config(args)
     report = asdict(convert_consume_queues(config, args.to))
     if args.json:

@@ -43,11 +43,11 @@ import pyarrow as pa
 
 from store.codec import message as msgcodec
 from store.codec.message import DispatchRequest
-from store.consume_queue import (STORE_TYPE_FILE, STORE_TYPE_ROCKSDB, ConsumeQueueSettings,
-                                 open_consume_queue_store)
-from store.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
+from store.consumequeue.base import STORE_TYPE_FILE, STORE_TYPE_ROCKSDB, ConsumeQueueSettings
+from store.consumequeue.factory import open_consume_queue_store
+from store.services.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
 from store.errors import ConfigError
-from store.index_service import IndexService
+from store.index.index_service import IndexService
 from store.pipeline.commitlog_decoder import END_BLANK, END_FILE, END_STOP
 from store.pipeline.layout import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, config_int, list_commit_log,
                                    read_store_properties)

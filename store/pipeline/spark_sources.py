@@ -24,7 +24,7 @@ from pyspark.sql.datasource import (
     DataSource, DataSourceReader, EqualTo, GreaterThan, GreaterThanOrEqual, In, InputPartition, LessThan,
     LessThanOrEqual,
 )
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from store.errors import ConfigError
@@ -33,6 +33,8 @@ from store.pipeline.cq_decoder import CQ_SCHEMA, queue_batches
 from store.pipeline.index_decoder import INDEX_SCHEMAS, IndexGeometry, entry_batch, header_batch, slot_batch
 from store.pipeline.layout import QueueFiles, list_commit_log, list_index_files, list_queues
 from store.pipeline.segment_reader import DEFAULT_SPLIT_BYTES, SegmentReader, SegmentSplit, plan_splits
+from store.pipeline.source_options import (bool_option, commitlog_row_filter, requested_columns,
+                                           store_dir_option)
 
 QUEUE_GROUP_BYTES = 64 * 1024 * 1024
 
@@ -40,28 +42,6 @@ QUEUE_GROUP_BYTES = 64 * 1024 * 1024
 def spark_schema(arrow_schema: pa.Schema) -> StructType:
     """The Spark schema whose Arrow form (`to_arrow_schema`) equals `arrow_schema`."""
     return from_arrow_schema(arrow_schema)
-
-
-def _store_dir(options) -> str:
-    path = options.get("path")
-    if not path:
-        raise ConfigError("load(store_dir) needs the store root directory")
-    return os.fspath(path)
-
-
-def _bool(options, name: str, default: bool = False) -> bool:
-    return str(options.get(name, str(default))).strip().lower() in ("1", "true", "yes")
-
-
-def _columns(schema: StructType, arrow_schema: pa.Schema) -> list[str]:
-    """Requested columns, checked against the declared types so the yielded batches match exactly."""
-    wanted = to_arrow_schema(schema, timezone="UTC")
-    for field in wanted:
-        if field.name not in arrow_schema.names:
-            raise ConfigError(f"unknown column {field.name!r}; known: {arrow_schema.names}")
-        if not arrow_schema.field(field.name).type.equals(field.type):
-            raise ConfigError(f"column {field.name!r} is {arrow_schema.field(field.name).type}, not {field.type}")
-    return list(wanted.names)
 
 
 class _Partition(InputPartition):
@@ -82,26 +62,16 @@ class CommitLogDataSource(DataSource):
         return CommitLogStreamReader(self.options, schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        cls = PushdownCommitLogReader if _bool(self.options, "pushFilters") else CommitLogReader
+        cls = PushdownCommitLogReader if bool_option(self.options, "pushFilters") else CommitLogReader
         return cls(self.options, schema)
-
-
-def commitlog_row_filter(options) -> RowFilter:
-    topics = options.get("topics")
-    low, high = options.get("storeTimestampMin"), options.get("storeTimestampMax")
-    return RowFilter(
-        None if not topics else frozenset(t.strip() for t in topics.split(",") if t.strip()),
-        None if low in (None, "") else int(low),
-        None if high in (None, "") else int(high),
-    )
 
 
 class CommitLogReader(DataSourceReader):
     def __init__(self, options, schema: StructType):
-        self.store_dir = _store_dir(options)
-        self.columns = _columns(schema, COMMITLOG_SCHEMA)
+        self.store_dir = store_dir_option(options)
+        self.columns = requested_columns(schema, COMMITLOG_SCHEMA)
         self.row_filter = commitlog_row_filter(options)
-        self.check_crc = _bool(options, "checkCrc")
+        self.check_crc = bool_option(options, "checkCrc")
         self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
 
     def partitions(self):
@@ -162,11 +132,11 @@ def group_queues(queues: list[QueueFiles], group_bytes: int = QUEUE_GROUP_BYTES)
 
 class ConsumeQueueReader(DataSourceReader):
     def __init__(self, options, schema: StructType):
-        self.store_dir = _store_dir(options)
-        self.columns = _columns(schema, CQ_SCHEMA)
+        self.store_dir = store_dir_option(options)
+        self.columns = requested_columns(schema, CQ_SCHEMA)
         topics = options.get("topics")
         self.topics = None if not topics else {t.strip() for t in topics.split(",")}
-        self.include_prefill = _bool(options, "includePrefill")
+        self.include_prefill = bool_option(options, "includePrefill")
 
     def partitions(self):
         return [_Partition(g) for g in group_queues(list_queues(self.store_dir, self.topics))]
@@ -196,9 +166,9 @@ class IndexDataSource(DataSource):
 
 class IndexReader(DataSourceReader):
     def __init__(self, options, schema: StructType, kind: str):
-        self.store_dir = _store_dir(options)
+        self.store_dir = store_dir_option(options)
         self.kind = kind
-        self.columns = _columns(schema, INDEX_SCHEMAS[kind])
+        self.columns = requested_columns(schema, INDEX_SCHEMAS[kind])
         hint = None
         if options.get("maxHashSlotNum") and options.get("maxIndexNum"):
             hint = IndexGeometry(int(options["maxHashSlotNum"]), int(options["maxIndexNum"]))

@@ -28,7 +28,8 @@ from store.pipeline.commitlog_decoder import (
 from store.pipeline.arrowkit import gather_int
 from store.pipeline.layout import SegmentFile, list_commit_log
 from store.pipeline.segment_reader import SegmentReader, SegmentSplit, map_file
-from store.pipeline.spark_sources import _bool, _columns, _store_dir, commitlog_row_filter
+from store.pipeline.source_options import (bool_option, commitlog_row_filter, requested_columns,
+                                           store_dir_option)
 
 OFFSET_KEY = "phy_offset"
 MAX_SEGMENTS_PER_ADVANCE = 64  # bound on files walked by one latestOffset call
@@ -93,10 +94,10 @@ def plan_range(store_dir: str, start: int, end: int) -> list[SegmentSplit]:
 
 class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options, schema: StructType):
-        self.store_dir = _store_dir(options)
-        self.columns = _columns(schema, COMMITLOG_SCHEMA)
+        self.store_dir = store_dir_option(options)
+        self.columns = requested_columns(schema, COMMITLOG_SCHEMA)
         self.row_filter = commitlog_row_filter(options)
-        self.check_crc = _bool(options, "checkCrc", True)
+        self.check_crc = bool_option(options, "checkCrc", True)
         self.starting = str(options.get("startingOffsets", "earliest")).strip().lower()
         max_records = options.get("maxRecordsPerTrigger")
         self.max_records = int(max_records) if max_records else None

@@ -1,0 +1,337 @@
+"""Raw, read-only view of the commit log for the cross-check, the dump tool and index rebuilds.
+
+Nothing here trusts the engine's recovery: segment files are mapped read-only as they are on disk (any
+size), and the walk reads every record with RocketMQ's validity rule (spec §2.7), carrying on past
+damage where the damage does not hide the next record, so one bad byte gives one finding.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+import zlib
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from store.check.findings import Sink
+from store.codec import message as msgcodec
+from store.mappedfile.mapped_file import parse_file_name
+
+_INT = struct.Struct(">i")
+_ZERO_CHUNK_BYTES = 1 << 20
+
+
+@dataclass
+class Segment:
+    path: str
+    file_from_offset: int
+    size_bytes: int               # on disk (the configured size unless damaged)
+    buffer: object                # mmap (read-only) or b"" for an empty file
+
+
+class CommitLogView:
+    """The segment files of every commit-log directory, mapped read-only, in name order."""
+
+    def __init__(self, directories, segment_size_bytes: int, delay_levels_ms=None):
+        self.segment_size_bytes = segment_size_bytes
+        self.delay_levels_ms = tuple(delay_levels_ms or msgcodec.DEFAULT_DELAY_LEVELS_MS)
+        self.segments: list[Segment] = []
+        self.ignored_names: list[str] = []
+        self.leftover_names: list[str] = []
+        for directory in directories:
+            self._load_directory(directory)
+        self.segments.sort(key=lambda s: s.file_from_offset)
+        self._starts = [s.file_from_offset for s in self.segments]
+
+    def _load_directory(self, directory: str) -> None:
+        try:
+            names = sorted(os.listdir(directory))
+        except FileNotFoundError:
+            return
+        for name in names:
+            path = os.path.join(directory, name)
+            offset = parse_file_name(name)
+            if offset is None or not os.path.isfile(path):
+                (self.leftover_names if name.endswith(".creating") else self.ignored_names).append(path)
+                continue
+            size = os.path.getsize(path)
+            buffer: object = b""
+            if size > 0:
+                with open(path, "rb") as handle:
+                    buffer = mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ)
+            self.segments.append(Segment(path, offset, size, buffer))
+
+    def close(self) -> None:
+        for segment in self.segments:
+            if isinstance(segment.buffer, mmap.mmap):
+                segment.buffer.close()
+        self.segments = []
+        self._starts = []
+
+    def __enter__(self) -> "CommitLogView":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def find(self, phy_offset: int) -> Segment | None:
+        index = bisect.bisect_right(self._starts, phy_offset) - 1
+        if index < 0:
+            return None
+        segment = self.segments[index]
+        return segment if phy_offset < segment.file_from_offset + segment.size_bytes else None
+
+    def check_at(self, phy_offset: int, *, check_crc: bool = False) -> msgcodec.CheckResult:
+        """RocketMQ's record check at a physical offset (INVALID when no segment holds it)."""
+        segment = self.find(phy_offset)
+        if segment is None:
+            return msgcodec.CheckResult(msgcodec.CHECK_INVALID, -1, None)
+        return msgcodec.check_message(segment.buffer, phy_offset - segment.file_from_offset,
+                                      check_crc=check_crc, limit=segment.size_bytes,
+                                      delay_levels_ms=self.delay_levels_ms)
+
+
+def body_crc_matches(buffer, position: int) -> bool:
+    """Whether BODYCRC of the (already length-checked) record at `position` matches its body."""
+    sys_flag = _INT.unpack_from(buffer, position + msgcodec.SYSFLAG_POSITION)[0]
+    b = msgcodec.born_host_size(sys_flag)
+    s = msgcodec.store_host_size(sys_flag)
+    body_length = _INT.unpack_from(buffer, position + 68 + b + s)[0]
+    if body_length <= 0:
+        return True
+    stored = _INT.unpack_from(buffer, position + 8)[0]
+    body_position = position + 72 + b + s
+    return zlib.crc32(buffer[body_position:body_position + body_length]) & msgcodec.CRC_MASK == stored
+
+
+def is_all_zero(buffer, start: int, end: int, path: str | None = None) -> bool:
+    """Whether buffer[start:end] holds only zero bytes. With the file's `path`, holes of a sparse
+    file are skipped (SEEK_DATA/SEEK_HOLE): a fresh 1 GiB segment costs nothing to check."""
+    for data_start, data_end in _data_regions(path, start, end):
+        for chunk_start in range(data_start, data_end, _ZERO_CHUNK_BYTES):
+            count = min(data_end, chunk_start + _ZERO_CHUNK_BYTES) - chunk_start
+            if np.frombuffer(buffer, dtype=np.uint8, count=count, offset=chunk_start).any():
+                return False
+    return True
+
+
+def _data_regions(path: str | None, start: int, end: int):
+    """(start, end) ranges of [start, end) that may hold data: everything without SEEK_DATA."""
+    if start >= end:
+        return []
+    if path is None or not hasattr(os, "SEEK_DATA"):
+        return [(start, end)]
+    regions = []
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return [(start, end)]
+    try:
+        position = start
+        while position < end:          # each step moves past one data region
+            try:
+                data = os.lseek(fd, position, os.SEEK_DATA)
+            except OSError:            # ENXIO: only a hole is left
+                break
+            if data >= end:
+                break
+            hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+            regions.append((data, hole))
+            position = hole
+    except OSError:
+        return [(start, end)]
+    finally:
+        os.close(fd)
+    return regions
+
+
+@dataclass
+class LogScan:
+    """What the walk learned, for the consume-queue and index checks."""
+
+    starts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    min_offset: int = 0
+    end_offset: int = 0                 # end of the valid data (where recovery would stop at best)
+    walked_to: int = 0                  # how far the walk got (< end when max_records cut it)
+    records: int = 0
+    capped: bool = False
+    last_store_timestamp: int = 0
+    queue_ends: dict = field(default_factory=dict)   # (topic, queue_id) -> max queue offset + 1
+
+    def is_record_start(self, phy_offset: int) -> bool | None:
+        """True/False for offsets the walk covered, None beyond it (then only the fields can tell)."""
+        if phy_offset >= self.walked_to:
+            return None
+        index = int(np.searchsorted(self.starts, phy_offset))
+        return index < len(self.starts) and int(self.starts[index]) == phy_offset
+
+
+def _last_data_segment(view: CommitLogView, sink: Sink) -> int:
+    """Index of the last segment holding any non-zero byte; all-zero trailing files are
+    preallocated (RocketMQ creates file N+1 together with file N)."""
+    index = len(view.segments) - 1
+    while index >= 0:
+        segment = view.segments[index]
+        if not is_all_zero(segment.buffer, 0, segment.size_bytes, segment.path):
+            break
+        sink.add("info", "commitlog", segment.path, 0, "all-zero segment after the end of the log "
+                 "(preallocated, or created and never written)")
+        index -= 1
+    return index
+
+
+def check_segment_files(view: CommitLogView, sink: Sink) -> None:
+    """Names, sizes and gaps of the segment set (spec §1.1)."""
+    for path in view.ignored_names:
+        sink.add("warning", "files", path, None, "not a 20-digit segment name: ignored by the store")
+    for path in view.leftover_names:
+        sink.add("info", "files", path, None, "leftover of an interrupted segment creation")
+    size = view.segment_size_bytes
+    for segment in view.segments:
+        if segment.file_from_offset % size:
+            sink.add("error", "commitlog", segment.path, None,
+                     f"start offset {segment.file_from_offset} is not a multiple of the "
+                     f"segment size {size}")
+        if segment.size_bytes != size:
+            sink.add("error", "commitlog", segment.path, segment.size_bytes,
+                     f"segment is {segment.size_bytes} bytes, expected {size} "
+                     f"(mappedFileSizeCommitLog): the store refuses to load it")
+    for previous, current in zip(view.segments, view.segments[1:]):
+        expected = previous.file_from_offset + size
+        if current.file_from_offset != expected:
+            kind = "gap" if current.file_from_offset > expected else "overlap"
+            sink.add("error", "commitlog", current.path, None,
+                     f"{kind} in the segment set: expected a file starting at {expected}, "
+                     f"found {current.file_from_offset}")
+
+
+def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
+                    unclean: bool) -> LogScan:
+    """Walk every record of every segment; report damage; return the record starts."""
+    scan = LogScan()
+    if not view.segments:
+        return scan
+    scan.min_offset = view.segments[0].file_from_offset
+    last_data = _last_data_segment(view, sink)
+    starts = array("q")
+    scan.end_offset = scan.min_offset
+    for index, segment in enumerate(view.segments[:last_data + 1]):
+        if sink.full or scan.capped:
+            break
+        end = _walk_segment(view, segment, index == last_data, sink, scan, starts, max_records,
+                            unclean)
+        if index == last_data:
+            scan.end_offset = end
+    scan.starts = np.frombuffer(starts, dtype=np.int64).copy() if starts else scan.starts
+    scan.walked_to = scan.starts[-1] + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
+    if scan.capped:
+        sink.add("info", "commitlog", None, None,
+                 f"max_records={max_records} cut the commit log walk short at "
+                 f"{int(scan.starts[-1])}; later records were not checked")
+    return scan
+
+
+def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogScan, starts,
+                  max_records, unclean: bool) -> int:
+    """Walk one segment; return the phy_offset where its valid data ends."""
+    buffer, size, base = segment.buffer, segment.size_bytes, segment.file_from_offset
+    position = 0
+    while position < size:           # every iteration moves forward or leaves the loop
+        if position + 8 > size:
+            sink.add("error", "commitlog", segment.path, position,
+                     f"{size - position} bytes left at the end of the file: no room for the "
+                     f"BLANK record every finished segment ends with")
+            return base + position
+        result = msgcodec.check_message(buffer, position, check_crc=False, limit=size,
+                                        delay_levels_ms=view.delay_levels_ms)
+        if result.kind == msgcodec.CHECK_RECORD:
+            _check_record(segment, position, result, sink)
+            starts.append(base + position)
+            request = result.request
+            scan.records += 1
+            scan.last_store_timestamp = max(scan.last_store_timestamp, request.store_timestamp)
+            if request.sys_flag & 0x0C in (0x00, 0x08):
+                key = (request.topic, request.queue_id)
+                scan.queue_ends[key] = max(scan.queue_ends.get(key, 0),
+                                           request.consume_queue_offset + 1)
+            position += result.size
+            if max_records is not None and scan.records >= max_records:
+                scan.capped = True
+                return base + position
+            continue
+        if result.kind == msgcodec.CHECK_BLANK:
+            blank_size = _INT.unpack_from(buffer, position)[0]
+            if blank_size != size - position:
+                sink.add("error", "commitlog", segment.path, position,
+                         f"BLANK record says {blank_size} bytes but {size - position} bytes "
+                         f"remain in the file")
+            return base + position if is_last else base + size
+        return _invalid(segment, position, result, is_last, sink, unclean)
+    if not is_last:
+        sink.add("error", "commitlog", segment.path, size,
+                 "records fill the file to its last byte: no BLANK record ends it")
+    return base + position
+
+
+def _check_record(segment: Segment, position: int, result, sink: Sink) -> None:
+    phy_offset = segment.file_from_offset + position
+    if result.request.commit_log_offset != phy_offset:
+        sink.add("error", "commitlog", segment.path, position + msgcodec.PHY_OFFSET_POSITION,
+                 f"PHYSICALOFFSET field says {result.request.commit_log_offset} but the record "
+                 f"starts at {phy_offset}")
+    if not body_crc_matches(segment.buffer, position):
+        sink.add("error", "commitlog", segment.path, position + 8,
+                 f"BODYCRC does not match the body of the record at {phy_offset} "
+                 f"(recovery with checkCRCOnRecover stops here)")
+
+
+def _invalid(segment: Segment, position: int, result, is_last: bool, sink: Sink,
+             unclean: bool) -> int:
+    buffer, size, base = segment.buffer, segment.size_bytes, segment.file_from_offset
+    if is_all_zero(buffer, position, size, segment.path):
+        if not is_last:
+            sink.add("error", "commitlog", segment.path, position,
+                     f"data ends at {base + position} without a BLANK record, but later "
+                     f"segments hold data: recovery stops here and drops them")
+        return base + position
+    total_size, magic = struct.unpack_from(">ii", buffer, position)
+    if result.size > 0:
+        what = (f"TOTALSIZE {total_size} differs from the length its fields add up to")
+    elif magic in (msgcodec.MESSAGE_MAGIC_V1, msgcodec.MESSAGE_MAGIC_V2):
+        what = f"record of TOTALSIZE {total_size} is torn (runs past what the file holds)"
+    else:
+        what = f"unknown magic {magic & 0xFFFFFFFF:#010x} (TOTALSIZE {total_size})"
+    if is_last:
+        severity = "warning" if unclean else "error"
+        sink.add(severity, "commitlog", segment.path, position,
+                 f"non-zero bytes after the end of the log at {base + position}: {what}; "
+                 f"recovery cuts the log here")
+    else:
+        sink.add("error", "commitlog", segment.path, position,
+                 f"invalid record at {base + position}: {what}; the rest of this segment "
+                 f"cannot be read")
+    return base + position
+
+
+def iter_records(view: CommitLogView, start_phy_offset: int = 0, *, check_crc: bool = False):
+    """Yield (phy_offset, CheckResult) like recovery walks: BLANKs move on to the next file, and
+    the walk ends at the first invalid record (which is yielded too)."""
+    if not view.segments:
+        return
+    phy_offset = max(start_phy_offset, view.segments[0].file_from_offset)
+    for _ in range(1 << 40):          # bounded by the log size: each step moves forward
+        segment = view.find(phy_offset)
+        if segment is None:
+            return
+        result = view.check_at(phy_offset, check_crc=check_crc)
+        yield phy_offset, result
+        if result.kind == msgcodec.CHECK_RECORD:
+            phy_offset += result.size
+        elif result.kind == msgcodec.CHECK_BLANK:
+            phy_offset = segment.file_from_offset + segment.size_bytes
+        else:
+            return

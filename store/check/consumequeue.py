@@ -1,0 +1,262 @@
+"""Consume-queue part of the store cross-check (spec §4): every unit against the commit log.
+
+File-based queues are read straight from `consumequeue/<topic>/<queueId>/` (not through the engine,
+whose recovery would silently end a queue at a zeroed unit and hide what follows). RocksDB queues are
+read through the store's consume-queue API, so they need an opened store.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from store.check.commitlog import CommitLogView, LogScan
+from store.check.findings import Sink
+from store.codec import message as msgcodec
+from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, PREFILL_SIZE
+from store.mappedfile.mapped_file import parse_file_name
+
+EXT_ADDRESS_MAX = -2_147_483_649        # tagsCode <= this is a ConsumeQueueExt address (§4.6)
+UNITS_PER_API_READ = 1024
+
+
+def _queue_id(name: str) -> int | None:
+    body = name[1:] if name[:1] in "+-" else name
+    if not body.isdigit() or len(body) > 10:
+        return None
+    value = int(name)
+    return value if -(1 << 31) <= value < (1 << 31) else None
+
+
+class UnitChecker:
+    """Checks units of one queue in order; shared by the file and the RocksDB paths."""
+
+    def __init__(self, view: CommitLogView, scan: LogScan, sink: Sink, *, unclean: bool,
+                 budget: list[int]):
+        self.view, self.scan, self.sink = view, scan, sink
+        self.unclean = unclean
+        self.budget = budget              # [units left]; shared by every queue
+        self.beyond_end = 0
+
+    def check(self, topic: str, queue_id: int, path: str | None, first_queue_offset: int,
+              units: np.ndarray, previous_phy: int, position_of) -> int:
+        """Check consecutive units starting at `first_queue_offset`; return the last phy_offset."""
+        sink, scan = self.sink, self.scan
+        for index in range(len(units)):
+            if sink.full or self.budget[0] <= 0:
+                break
+            self.budget[0] -= 1
+            phy_offset = int(units["phy_offset"][index])
+            size = int(units["size"][index])
+            tags_code = int(units["tags_code"][index])
+            queue_offset = first_queue_offset + index
+            where = position_of(index)
+            if size == PREFILL_SIZE and phy_offset == 0:
+                continue
+            if phy_offset <= previous_phy:
+                sink.add("error", "consumequeue", path, where,
+                         f"{topic}/{queue_id} unit {queue_offset} points at {phy_offset}, not after "
+                         f"the previous unit's {previous_phy}")
+            previous_phy = phy_offset
+            if phy_offset < scan.min_offset:
+                continue                  # expired: the commit log file is gone, the CQ not yet
+            if phy_offset >= scan.end_offset and not scan.capped:
+                self.beyond_end += 1
+                sink.add_limited(f"{topic}/{queue_id} units beyond the log end", "warning" if self.unclean else "error", "consumequeue", path, where,
+                         f"{topic}/{queue_id} unit {queue_offset} points at {phy_offset}, beyond the "
+                         f"end of the log ({scan.end_offset}); recovery cuts the queue there")
+                continue
+            self._check_target(topic, queue_id, path, where, queue_offset, phy_offset, size,
+                               tags_code)
+        return previous_phy
+
+    def _check_target(self, topic, queue_id, path, where, queue_offset, phy_offset, size,
+                      tags_code) -> None:
+        sink = self.sink
+        label = f"{topic}/{queue_id} unit {queue_offset} (phy {phy_offset})"
+        if self.view.find(phy_offset) is None:
+            sink.add_limited(f"{topic}/{queue_id} units into missing log data", "error",
+                             "consumequeue", path, where,
+                             f"{label} points into a part of the commit log no segment holds "
+                             f"(a truncated or deleted segment)")
+            return
+        start = self.scan.is_record_start(phy_offset)
+        result = self.view.check_at(phy_offset)
+        if start is False or result.kind != msgcodec.CHECK_RECORD or \
+                result.request.commit_log_offset != phy_offset:
+            sink.add_limited(f"{topic}/{queue_id} units not at record starts", "error",
+                             "consumequeue", path, where,
+                             f"{label} does not point at the start of a record")
+            return
+        request = result.request
+        problems = []
+        if size != result.size:
+            problems.append(f"size {size} but the record is {result.size} bytes")
+        if request.topic != topic or request.queue_id != queue_id:
+            problems.append(f"the record belongs to {request.topic}/{request.queue_id}")
+        if request.consume_queue_offset != queue_offset:
+            problems.append(f"the record's QUEUEOFFSET is {request.consume_queue_offset}")
+        if tags_code != request.tags_code and tags_code > EXT_ADDRESS_MAX:
+            problems.append(f"tagsCode {tags_code} but the record's tags give {request.tags_code}")
+        if problems:
+            sink.add_limited(f"{topic}/{queue_id} units not matching their record", "error",
+                             "consumequeue", path, where, f"{label}: " + "; ".join(problems))
+
+
+def check_file_queues(root_dir: str, cq_file_size_bytes: int, view: CommitLogView, scan: LogScan,
+                      sink: Sink, *, unclean: bool, max_units: int | None) -> dict:
+    """Check every file-based queue; return (topic, queue_id) -> queue end (next queue offset)."""
+    directory = os.path.join(root_dir, "consumequeue")
+    ends: dict = {}
+    if not os.path.isdir(directory):
+        return ends
+    budget = [max_units if max_units is not None else 1 << 62]
+    checker = UnitChecker(view, scan, sink, unclean=unclean, budget=budget)
+    for topic in sorted(os.listdir(directory)):
+        topic_dir = os.path.join(directory, topic)
+        if not os.path.isdir(topic_dir):
+            sink.add("warning", "files", topic_dir, None, "a file where a topic directory belongs")
+            continue
+        for name in sorted(os.listdir(topic_dir)):
+            queue_dir = os.path.join(topic_dir, name)
+            queue_id = _queue_id(name)
+            if queue_id is None or not os.path.isdir(queue_dir):
+                sink.add("warning", "files", queue_dir, None,
+                         "not a queue directory (name is not an int): ignored by the store")
+                continue
+            if sink.full:
+                return ends
+            ends[(topic, queue_id)] = _check_queue_dir(topic, queue_id, queue_dir, cq_file_size_bytes,
+                                                       checker, sink)
+            sink.summarize()
+    if budget[0] <= 0:
+        sink.add("info", "consumequeue", None, None,
+                 f"max_records={max_units} cut the consume-queue check short")
+    return ends
+
+
+def _segment_files(queue_dir: str, file_size: int, sink: Sink) -> list[tuple[str, int, bytes]]:
+    files = []
+    for name in sorted(os.listdir(queue_dir)):
+        path = os.path.join(queue_dir, name)
+        start = parse_file_name(name)
+        if start is None and name.endswith(".creating"):
+            sink.add("info", "files", path, None, "leftover of an interrupted CQ file creation")
+            continue
+        if start is None or not os.path.isfile(path):
+            sink.add("warning", "files", path, None, "not a 20-digit CQ segment name: ignored")
+            continue
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if len(data) != file_size:
+            sink.add("error", "consumequeue", path, len(data),
+                     f"CQ file is {len(data)} bytes, expected {file_size} (mappedFileSizeConsumeQueue)")
+        if start % CQ_UNIT_SIZE or start % file_size:
+            sink.add("error", "consumequeue", path, None,
+                     f"start offset {start} is not a multiple of the CQ file size {file_size}")
+        files.append((path, start, data))
+    for (_, previous, _), (path, start, _) in zip(files, files[1:]):
+        if start != previous + file_size:
+            sink.add("error", "consumequeue", path, None,
+                     f"gap in the CQ files: expected a file starting at {previous + file_size}")
+    return files
+
+
+def _check_queue_dir(topic, queue_id, queue_dir, file_size, checker: UnitChecker, sink: Sink) -> int:
+    files = _segment_files(queue_dir, file_size, sink)
+    arrays = [np.frombuffer(data, dtype=CQ_UNIT_DTYPE, count=len(data) // CQ_UNIT_SIZE)
+              for _, _, data in files]
+    # The queue ends after its last written (non-zero) unit; every unit before that must be valid.
+    end_file, end_index = -1, 0
+    for number in range(len(arrays) - 1, -1, -1):
+        units = arrays[number]
+        written = np.nonzero((units["phy_offset"] != 0) | (units["size"] != 0) |
+                             (units["tags_code"] != 0))[0]
+        if len(written):
+            end_file, end_index = number, int(written[-1]) + 1
+            break
+    if end_file < 0:
+        return 0
+    previous_phy = -1
+    for number in range(end_file + 1):
+        path, start, _ = files[number]
+        units = arrays[number] if number < end_file else arrays[number][:end_index]
+        first_queue_offset = start // CQ_UNIT_SIZE
+        invalid = np.nonzero((units["phy_offset"] < 0) | (units["size"] <= 0))[0]
+        if len(invalid):
+            first_bad = int(invalid[0])
+            sink.add("error", "consumequeue", path, first_bad * CQ_UNIT_SIZE,
+                     f"{topic}/{queue_id} unit {first_queue_offset + first_bad} is invalid "
+                     f"(phy {int(units['phy_offset'][first_bad])}, size "
+                     f"{int(units['size'][first_bad])}) with {len(invalid)} invalid units in this "
+                     f"file but valid ones after it: recovery ends the queue there and hides the rest")
+            units = np.delete(units, invalid)
+            kept = np.delete(np.arange(len(arrays[number]) if number < end_file else end_index),
+                             invalid)
+        else:
+            kept = None
+        prefill = np.nonzero((units["size"] == PREFILL_SIZE) & (units["phy_offset"] == 0))[0]
+        if len(prefill) and (number != 0 or int(prefill[-1]) + 1 != len(prefill)):
+            sink.add("error", "consumequeue", path, None,
+                     f"{topic}/{queue_id} has pre-fill units after real ones")
+
+        def position_of(index, kept=kept):
+            return int(kept[index] if kept is not None else index) * CQ_UNIT_SIZE
+
+        if kept is None:
+            previous_phy = checker.check(topic, queue_id, path, first_queue_offset, units,
+                                         previous_phy, position_of)
+        else:                         # queue offsets are no longer consecutive: one unit at a time
+            for index in range(len(units)):
+                previous_phy = checker.check(topic, queue_id, path,
+                                             first_queue_offset + int(kept[index]),
+                                             units[index:index + 1], previous_phy,
+                                             lambda _i, p=int(kept[index]): p * CQ_UNIT_SIZE)
+    return files[end_file][1] // CQ_UNIT_SIZE + end_index
+
+
+def check_api_queues(consume_queues, view: CommitLogView, scan: LogScan, sink: Sink, *,
+                     unclean: bool, max_units: int | None) -> dict:
+    """RocksDB (or any backend): walk every queue through the ConsumeQueueStore protocol."""
+    ends: dict = {}
+    budget = [max_units if max_units is not None else 1 << 62]
+    checker = UnitChecker(view, scan, sink, unclean=unclean, budget=budget)
+    for topic, queue_id in sorted(consume_queues.queues()):
+        low = consume_queues.get_min_offset(topic, queue_id)
+        high = consume_queues.get_max_offset(topic, queue_id)
+        ends[(topic, queue_id)] = high
+        previous_phy = -1
+        queue_offset = low
+        while queue_offset < high and budget[0] > 0 and not sink.full:
+            units = consume_queues.get_units(topic, queue_id, queue_offset,
+                                             min(UNITS_PER_API_READ, high - queue_offset))
+            if units is None or len(units) == 0:
+                sink.add("error", "consumequeue", None, None,
+                         f"{topic}/{queue_id}: no units readable at queue offset {queue_offset} "
+                         f"(min {low}, max {high})")
+                break
+            units = np.asarray(units)
+            previous_phy = checker.check(topic, queue_id, None, queue_offset, units, previous_phy,
+                                         lambda _i: None)
+            queue_offset += len(units)
+        sink.summarize()
+    if budget[0] <= 0:
+        sink.add("info", "consumequeue", None, None,
+                 f"max_records={max_units} cut the consume-queue check short")
+    return ends
+
+
+def check_dispatch_coverage(scan: LogScan, ends: dict, sink: Sink) -> None:
+    """Records in the log that their consume queue does not reach yet (dispatch behind)."""
+    for (topic, queue_id), log_end in sorted(scan.queue_ends.items()):
+        cq_end = ends.get((topic, queue_id))
+        if cq_end is None:
+            sink.add("warning", "consumequeue", None, None,
+                     f"{topic}/{queue_id} has records in the commit log but no consume queue "
+                     f"(a writable open dispatches them)")
+        elif cq_end < log_end:
+            sink.add("warning", "consumequeue", None, None,
+                     f"{topic}/{queue_id}: the commit log holds queue offsets up to {log_end - 1} but "
+                     f"the consume queue ends at {cq_end} (dispatch behind; a writable open "
+                     f"re-dispatches)")

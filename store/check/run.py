@@ -1,0 +1,214 @@
+"""Cross-check of a whole store: commit log, consume queues, index, checkpoint, config files.
+
+`check_store(store)` checks an opened store (read-only or not). `check_all(config, style, store, sink)`
+checks a store directory with or without an opened store: `store.tools.check_directory.check_config`
+uses it to check a directory even when the engine refuses to open it (a truncated segment, a
+wrong-sized index file).
+
+Everything reads files as they are on disk (mapped read-only), never through recovery, and nothing is
+written. Damaged data gives typed findings, never an exception. Work is bounded: `max_records` caps the
+records walked, and separately the CQ units and index entries checked; `max_findings` caps the output.
+When a cap cuts the check short, an info finding says so.
+
+| component    | what is checked                                                                      |
+|--------------|--------------------------------------------------------------------------------------|
+| files        | names the store ignores, leftovers, abort/lock state, the finding cap                |
+| commitlog    | segment names/sizes/gaps, magic, BODYCRC, lengths, PHYSICALOFFSET, BLANK at each end, |
+|              | bytes after the end of the log, where recovery would cut                             |
+| consumequeue | file names/sizes/gaps; every unit -> a record start of that size, topic, queue,      |
+|              | queue offset and tagsCode; units beyond the log end; invalid units before the end;    |
+|              | records the queues do not reach yet                                                  |
+| index        | header counts, slot chains, entries -> record starts with a matching key hash        |
+| checkpoint   | 4096 bytes, no timestamp after the log's last store time (+3 s), unused bytes zero   |
+| config       | config/*.json parse (with .bak fallback), unknown broker.conf keys                   |
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from store.check.commitlog import CommitLogView, LogScan, check_segment_files, walk_commit_log
+from store.check.consumequeue import check_api_queues, check_dispatch_coverage, check_file_queues
+from store.check.findings import COMPONENTS, SEVERITIES, Finding, Sink
+from store.check.index import check_index_dir
+from store.codec import fastjson
+from store.codec.checkpoint_codec import (CHECKPOINT_FILE_SIZE_BYTES, decode_checkpoint,
+                                          used_bytes)
+from store.errors import StoreError
+
+__all__ = ["COMPONENTS", "SEVERITIES", "Finding", "check_all", "check_store", "has_errors"]
+
+CHECKPOINT_SLACK_MS = 3000        # RocketMQ's own safety margin (minTimestamp - 3 s)
+# What damaged bytes can make the readers raise; anything else is a bug and propagates.
+_EXPECTED = (StoreError, OSError, ValueError, struct.error, IndexError, UnicodeError, BufferError)
+
+
+def has_errors(findings: list[Finding]) -> bool:
+    return any(f.severity == "error" for f in findings)
+
+
+def check_store(store, *, max_findings: int = 1000, max_records: int | None = None) -> list[Finding]:
+    """Cross-check an opened store; see the module docstring. Writes nothing."""
+    sink = Sink(max_findings)
+    check_all(store.config, store.style, store, sink, max_records)
+    return sink.result()
+
+
+def _guarded(sink: Sink, component: str, what, *args, **kwargs):
+    try:
+        return what(*args, **kwargs)
+    except _EXPECTED as exc:
+        sink.add("error", component, getattr(exc, "path", None), getattr(exc, "position", None),
+                 f"check stopped early on unreadable data: {exc}")
+        return None
+
+
+def check_all(config, style: str, store, sink: Sink, max_records: int | None) -> None:
+    """Check the directory `config` names into `sink`; `store` is the opened store, or None when the
+    engine could not open it (then what needs the engine, RocksDB queues and recovery, is skipped)."""
+    root = config.store_path_root_dir
+    unclean = os.path.exists(os.path.join(root, "abort"))
+    _guarded(sink, "files", _check_files, root, unclean, sink)
+    delay_levels = _delay_levels(config)
+    view = _guarded(sink, "commitlog", CommitLogView, config.commit_log_dirs,
+                    config.mapped_file_size_commit_log, delay_levels)
+    if view is None:
+        return
+    try:
+        check_segment_files(view, sink)
+        scan = _guarded(sink, "commitlog", walk_commit_log, view, sink, max_records=max_records,
+                        unclean=unclean) or LogScan()
+        if store is not None and not sink.full:
+            _guarded(sink, "commitlog", _compare_recovery, store, scan, sink)
+        if config.store_type == "default":
+            ends = _guarded(sink, "consumequeue", check_file_queues, root,
+                            config.mapped_file_size_consume_queue, view, scan, sink,
+                            unclean=unclean, max_units=max_records)
+        elif store is not None:
+            ends = _guarded(sink, "consumequeue", check_api_queues, store.consume_queues, view,
+                            scan, sink, unclean=unclean, max_units=max_records)
+        else:
+            ends = None
+            sink.add("info", "consumequeue", None, None,
+                     "RocksDB consume queues are only checked on a store the engine can open")
+        if ends is not None and not sink.full:
+            check_dispatch_coverage(scan, ends, sink)
+        _guarded(sink, "index", check_index_dir, config.index_dir, config.max_hash_slot_num,
+                 config.max_index_num, view, scan, sink, unclean=unclean, max_entries=max_records)
+        _guarded(sink, "checkpoint", _check_checkpoint, config.checkpoint_path, style, scan, sink)
+        _guarded(sink, "config", _check_config_files, config, sink)
+    finally:
+        view.close()
+
+
+def _delay_levels(config):
+    from store.commitlog.put_path import parse_delay_levels
+    try:
+        return parse_delay_levels(config.message_delay_level)
+    except ValueError:
+        return None
+
+
+def _check_files(root: str, unclean: bool, sink: Sink) -> None:
+    from store.meta.lockfile import probe_lock
+    if unclean:
+        sink.add("info", "files", os.path.join(root, "abort"), None,
+                 "abort file present: the last run did not shut down cleanly (a writable open runs "
+                 "abnormal recovery)")
+    holder = probe_lock(root)
+    if holder is not None and holder != os.getpid():
+        sink.add("info", "files", os.path.join(root, "lock"), None,
+                 f"process {holder} holds the store lock: a live writer may change files while "
+                 f"they are checked")
+
+
+def _compare_recovery(store, scan: LogScan, sink: Sink) -> None:
+    """Where the engine's recovery ends the log, against where the raw walk found valid data."""
+    recovered_end = store.commit_log.max_offset()
+    if not scan.capped and scan.end_offset > recovered_end:
+        report = store.recovery_report
+        sink.add("error", "commitlog", report.start_file, None,
+                 f"recovery ends the log at {recovered_end} ({report.stop_reason}) but records "
+                 f"continue to {scan.end_offset}: {scan.end_offset - recovered_end} bytes would be "
+                 f"cut by a writable open")
+
+
+def _check_checkpoint(path: str, style: str, scan: LogScan, sink: Sink) -> None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(CHECKPOINT_FILE_SIZE_BYTES + 1)
+    except FileNotFoundError:
+        sink.add("warning", "checkpoint", path, None,
+                 "no checkpoint file (a writable open creates a zero one; abnormal recovery then "
+                 "starts at the first segment)")
+        return
+    if len(data) != CHECKPOINT_FILE_SIZE_BYTES:
+        sink.add("error", "checkpoint", path, None,
+                 f"checkpoint is {os.path.getsize(path)} bytes, expected {CHECKPOINT_FILE_SIZE_BYTES}")
+    padded = data[:CHECKPOINT_FILE_SIZE_BYTES].ljust(CHECKPOINT_FILE_SIZE_BYTES, b"\0")
+    cp = decode_checkpoint(padded)
+    used = used_bytes(style)
+    if padded[used:].count(0) != CHECKPOINT_FILE_SIZE_BYTES - used:
+        sink.add("warning", "checkpoint", path, used,
+                 f"bytes after the {used} a {style} broker uses are not zero")
+    fields = (("physicMsgTimestamp", cp.physic_msg_timestamp, 0),
+              ("logicsMsgTimestamp", cp.logics_msg_timestamp, 8),
+              ("indexMsgTimestamp", cp.index_msg_timestamp, 16))
+    for name, value, position in fields:
+        if value < 0:
+            sink.add("error", "checkpoint", path, position, f"{name} is negative ({value})")
+        elif scan.records and not scan.capped and \
+                value > scan.last_store_timestamp + CHECKPOINT_SLACK_MS:
+            sink.add("warning", "checkpoint", path, position,
+                     f"{name} {value} is {value - scan.last_store_timestamp} ms after the last "
+                     f"store time in the log ({scan.last_store_timestamp}): the log lost data the "
+                     f"checkpoint says was durable, or clocks jumped")
+    if style == "5.x" and cp.confirm_phy_offset > scan.end_offset and not scan.capped:
+        sink.add("warning", "checkpoint", path, 32,
+                 f"confirmPhyOffset {cp.confirm_phy_offset} is beyond the end of the log "
+                 f"({scan.end_offset})")
+
+
+def _check_config_files(config, sink: Sink) -> None:
+    for key in config.unknown_keys():
+        sink.add("info", "config", None, None,
+                 f"config key {key!r} is not a store setting this engine knows (kept, unused)")
+    directory = config.config_dir
+    if not os.path.isdir(directory):
+        return
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name.endswith(".tmp"):
+            sink.add("info", "config", path, None, "leftover temporary file of an interrupted write")
+            continue
+        if not name.endswith(".json") or not os.path.isfile(path):
+            continue
+        problem = _parse_problem(path)
+        if problem is None:
+            continue
+        backup_problem = _parse_problem(path + ".bak")
+        if backup_problem is None:
+            sink.add("warning", "config", path, None, f"{problem}; the store falls back to .bak")
+        else:
+            sink.add("error", "config", path, None,
+                     f"{problem}; .bak does not load either ({backup_problem}): the store starts "
+                     f"with an empty table")
+
+
+def _parse_problem(path: str) -> str | None:
+    """None if `path` parses as broker JSON, else a sentence saying why not."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return "missing"
+    if not raw.strip():
+        return "empty"
+    try:
+        fastjson.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 at byte {exc.start}"
+    except StoreError as exc:
+        return f"does not parse: {exc}"
+    return None

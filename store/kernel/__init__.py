@@ -1,0 +1,255 @@
+"""The store's hottest loops: compiled when possible, in plain Python otherwise.
+
+`pip install -e .` builds the C extension `store.kernel._kernel` from `store/kernel/c/*.c` (pyproject.toml's
+`ext-modules`; it needs gcc and the Python headers, which a fresh machine has). Where it could not be built, every function here falls back to its pure-Python twin,
+which gives the same answers, only slower: tests/test_kernel.py runs both on the same inputs.
+`RMQ_KERNEL=python` in the environment forces the fallback; `COMPILED` says which one is in use.
+
+| function        | what                                                                 |
+|-----------------|----------------------------------------------------------------------|
+| encode_record   | one commit-log record with its BODYCRC (spec §2.1)                   |
+| place           | copy a record into a segment with its offsets and time, header last  |
+| encode_put      | `store.commitlog.put_path.encode_for_put`'s common case (no Python twin: None = ask) |
+| scan            | walk records like `checkMessageAndReturnSize` into rows of int64s    |
+| index_hashes    | the Java hashes of the index keys of scan rows (ASCII only; -1: ask) |
+| java_hashes     | Java `String.hashCode` of many strings (numpy int64 of int32 values) |
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+
+import numpy as np
+
+try:
+    if os.environ.get("RMQ_KERNEL", "") == "python":
+        raise ImportError("RMQ_KERNEL=python")
+    from store.kernel import _kernel as _native
+except ImportError:
+    _native = None
+
+COMPILED = _native is not None
+
+# Columns of a scan row, in the C enum's order.
+SCAN_COLUMNS = (
+    "pos", "size", "queue_id", "flag", "queue_offset", "phy_offset", "sys_flag", "born_ts",
+    "store_ts", "prepared", "body_pos", "body_len", "topic_pos", "topic_len", "props_pos",
+    "props_len", "tags_pos", "tags_len", "keys_pos", "keys_len", "uniq_pos", "uniq_len",
+    "delay_pos", "delay_len", "version", "body_crc")
+SCAN_FIELDS = len(SCAN_COLUMNS)
+COL = {name: index for index, name in enumerate(SCAN_COLUMNS)}
+STOP_END, STOP_BLANK, STOP_INVALID, STOP_FULL = 0, 1, 2, 3
+if COMPILED:
+    assert _native.SCAN_FIELDS == SCAN_FIELDS and _native.STOP_FULL == STOP_FULL
+
+_MAGIC_V1 = -626843481
+_MAGIC_V2 = -626843477
+_MAGIC_BLANK = -875286124
+_SIZE_MAGIC = struct.Struct(">ii")
+_FIXED = {(b, s): struct.Struct(f">iiiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
+_PROPERTY_FIELDS = {b"TAGS": COL["tags_pos"], b"KEYS": COL["keys_pos"],
+                    b"UNIQ_KEY": COL["uniq_pos"], b"DELAY": COL["delay_pos"]}
+
+
+def scan_buffer(rows: int) -> np.ndarray:
+    """An output array for `scan` with room for `rows` records."""
+    return np.empty((rows, SCAN_FIELDS), dtype=np.int64)
+
+
+# -- encode_record ------------------------------------------------------------------------------
+
+def _encode_record_py(topic: bytes, queue_id: int, flag: int, sys_flag: int, queue_offset: int,
+                      phy_offset: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
+                      store_host: bytes, reconsume_times: int, prepared_offset: int, body,
+                      properties, version: int) -> bytearray:
+    b, s = len(born_host), len(store_host)
+    if b not in (8, 20) or s not in (8, 20) or version not in (1, 2):
+        raise ValueError("hosts are 8 or 20 bytes and the version is 1 or 2")
+    body_length = len(body)
+    total = 72 + b + s + body_length + version + len(topic) + 2 + len(properties)
+    try:
+        record = bytearray(_FIXED[b, s].pack(
+            total, _MAGIC_V2 if version == 2 else _MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF,
+            queue_id, flag, queue_offset, phy_offset, sys_flag, born_timestamp, born_host,
+            store_timestamp, store_host, reconsume_times, prepared_offset, body_length))
+    except struct.error as error:
+        raise OverflowError(str(error)) from None
+    record += body
+    record += len(topic).to_bytes(version, "big")
+    record += topic
+    record += len(properties).to_bytes(2, "big")
+    record += properties
+    return record
+
+
+# -- place --------------------------------------------------------------------------------------
+
+_OFFSETS = struct.Struct(">qq")
+_LONG = struct.Struct(">q")
+
+
+def _place_py(target, position: int, record, queue_offset: int, phy_offset: int,
+              timestamp_position: int, store_timestamp: int) -> None:
+    size = len(record)
+    if position < 0 or size < 36 or timestamp_position < 36 or timestamp_position + 8 > size or \
+            position > len(target) - size:
+        raise ValueError("the record does not fit the target at that position")
+    view = memoryview(record)
+    target[position + 8:position + size] = view[8:]
+    _OFFSETS.pack_into(target, position + 20, queue_offset, phy_offset)
+    _LONG.pack_into(target, position + timestamp_position, store_timestamp)
+    target[position:position + 8] = view[:8]
+
+
+# -- scan ---------------------------------------------------------------------------------------
+
+def _find_properties_py(buf, props_pos: int, props_len: int, row: list[int]) -> None:
+    for column in _PROPERTY_FIELDS.values():
+        row[column], row[column + 1] = -1, 0
+    data = bytes(buf[props_pos:props_pos + props_len])
+    start = 0
+    for segment in data.split(b"\x02"):
+        separator = segment.find(b"\x01")
+        if separator > 0 and separator < len(segment) - 1:
+            column = _PROPERTY_FIELDS.get(segment[:separator])
+            if column is not None:
+                row[column] = props_pos + start + separator + 1
+                row[column + 1] = len(segment) - separator - 1
+        start += len(segment) + 1
+
+
+def _scan_py(buf, start: int, limit: int, check_crc: bool, out: np.ndarray):
+    end = min(limit, len(buf))
+    capacity = out.shape[0]
+    count = 0
+    pos = start
+    if start < 0:
+        return 0, start, STOP_INVALID, -1
+    while True:
+        if pos + 8 > end:
+            return count, pos, (STOP_END if pos >= end else STOP_INVALID), -1
+        total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+        if magic == _MAGIC_BLANK:
+            return count, pos, STOP_BLANK, 0
+        if count == capacity:
+            return count, pos, STOP_FULL, 0
+        version = 1 if magic == _MAGIC_V1 else 2 if magic == _MAGIC_V2 else 0
+        invalid = (count, pos, STOP_INVALID, -1)
+        if version == 0 or total > end - pos or pos + 40 > end:
+            return invalid
+        sys_flag = int.from_bytes(buf[pos + 36:pos + 40], "big", signed=True)
+        born_len = 20 if sys_flag & 0x10 else 8
+        store_len = 20 if sys_flag & 0x20 else 8
+        body_len_pos = pos + 68 + born_len + store_len
+        if body_len_pos + 4 > end:
+            return invalid
+        n = int.from_bytes(buf[body_len_pos:body_len_pos + 4], "big", signed=True)
+        body_len = n if n > 0 else 0
+        topic_len_pos = body_len_pos + 4 + body_len
+        if topic_len_pos + version > end:
+            return invalid
+        topic_len = int.from_bytes(buf[topic_len_pos:topic_len_pos + version], "big", signed=True)
+        if topic_len < 0:
+            return invalid
+        topic_pos = topic_len_pos + version
+        props_pos = topic_pos + topic_len + 2
+        if props_pos > end:
+            return invalid
+        pl = int.from_bytes(buf[props_pos - 2:props_pos], "big", signed=True)
+        props_len = pl if pl > 0 else 0
+        if props_pos + props_len > end:
+            return invalid
+        (_, _, body_crc, queue_id, flag, queue_offset, phy_offset, _, born_ts, _, store_ts, _, _,
+         prepared, _) = _FIXED[born_len, store_len].unpack_from(buf, pos)
+        if check_crc and body_len and \
+                zlib.crc32(buf[body_len_pos + 4:body_len_pos + 4 + body_len]) & 0x7FFFFFFF != body_crc:
+            return invalid
+        if props_pos + props_len - pos != total:
+            return count, pos, STOP_INVALID, (total if total > 0 else -1)
+        row = [pos, total, queue_id, flag, queue_offset, phy_offset, sys_flag, born_ts, store_ts,
+               prepared, body_len_pos + 4, body_len, topic_pos, topic_len, props_pos, props_len,
+               -1, 0, -1, 0, -1, 0, -1, 0, version, body_crc]
+        _find_properties_py(buf, props_pos, props_len, row)
+        out[count] = row
+        count += 1
+        pos += total
+
+
+# -- index_hashes -------------------------------------------------------------------------------
+
+def _java_string_hash(text: str) -> int:
+    """Java's `String.hashCode` (signed int32): the twin of `store.codec.javahash.java_string_hash`.
+
+    Written again here so that the kernel imports nothing of the store (the codecs import the kernel);
+    tests/test_kernel.py checks the two agree.
+    """
+    h = 0
+    units = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _index_hashes_py(buf, rows: np.ndarray, out_hashes: np.ndarray, out_rows: np.ndarray) -> int:
+    count = 0
+    capacity = len(out_hashes)
+    for number, row in enumerate(rows.tolist()):
+        if row[COL["sys_flag"]] & 0x0C == 0x0C:
+            continue
+        spans = [(row[COL["uniq_pos"]], row[COL["uniq_len"]], False),
+                 (row[COL["keys_pos"]], row[COL["keys_len"]], True)]
+        if spans[0][0] < 0 and spans[1][0] < 0:
+            continue
+        topic = bytes(buf[row[COL["topic_pos"]]:row[COL["topic_pos"]] + row[COL["topic_len"]]])
+        if not topic.isascii():
+            return -1
+        for position, length, split in spans:
+            if position < 0:
+                continue
+            value = bytes(buf[position:position + length])
+            if not value.isascii():
+                return -1
+            for token in (value.split(b" ") if split else [value]):
+                if token:
+                    if count == capacity:
+                        return -2
+                    out_hashes[count] = _java_string_hash((topic + b"#" + token).decode("ascii"))
+                    out_rows[count] = number
+                    count += 1
+    return count
+
+
+# -- java_hashes --------------------------------------------------------------------------------
+
+def _java_hashes_py(texts: list[str]) -> np.ndarray:
+    return np.array([_java_string_hash(text) for text in texts], dtype=np.int64)
+
+
+# -- the public functions -----------------------------------------------------------------------
+
+if COMPILED:
+    encode_record = _native.encode_record
+    # store.put_path.encode_for_put's common case in one call (None: let the Python path decide).
+    encode_put = _native.encode_put
+    place = _native.place
+    index_hashes = _native.index_hashes
+
+    def scan(buf, start: int, limit: int, check_crc: bool, out: np.ndarray):
+        """Walk records of `buf` from `start` (see the module table); returns (count,
+        stop_position, stop_kind, stop_size) with `count` rows of `out` filled."""
+        return _native.scan(buf, start, limit, check_crc, out)
+
+    def java_hashes(texts: list[str]) -> np.ndarray:
+        """Java String.hashCode of each string, as a numpy int64 array of signed int32 values."""
+        if type(texts) is not list:
+            texts = list(texts)
+        return np.frombuffer(_native.java_hashes(texts), dtype=np.int32).astype(np.int64)
+else:
+    encode_record = _encode_record_py
+    encode_put = None
+    place = _place_py
+    index_hashes = _index_hashes_py
+    scan = _scan_py
+    java_hashes = _java_hashes_py

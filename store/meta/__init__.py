@@ -1,0 +1,11 @@
+"""The store's small metadata files: checkpoint, lock and abort, `config/*.json`.
+
+| module          | holds                                                                    |
+|-----------------|--------------------------------------------------------------------------|
+| `checkpoint`    | `CheckpointFile`: the `checkpoint` file as a mutable object               |
+| `lockfile`      | the `lock` file (`StoreLock`, `probe_lock`) and the `abort` file          |
+| `config_files`  | `config/*.json` in the broker's fastjson dialect, atomic replacement, consumer offsets |
+| `topic_config`  | `config/topics.json`: `TopicConfigManager`                                |
+
+May import: `store.codec`, `store.mappedfile` (for `fsync_directory`), `store.errors`.
+"""

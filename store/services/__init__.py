@@ -1,0 +1,14 @@
+"""The store's background services: dispatch (reput), flush and commit, long polling, cleanup.
+
+| module          | holds                                                                     |
+|-----------------|---------------------------------------------------------------------------|
+| `dispatch`      | `ReputService` and the dispatchers: commit log -> consume queues and index |
+| `flush`         | flush and commit services, group commit, the transient store pool         |
+| `long_polling`  | `PullRequestHoldService`: pulls held until a message arrives               |
+| `cleanup`       | expiry of old commit-log segments, consume-queue and index files          |
+| `lifecycle`     | `StoreServices`: starting and stopping them in RocketMQ's order          |
+
+May import: the structures (`store.commitlog`, `store.consumequeue`, `store.index`, `store.meta`),
+`store.recovery`, `store.codec`, `store.kernel`, `store.api`, `store.errors`. Never the facade
+(`store.message_store`, `store.inspect`).
+"""

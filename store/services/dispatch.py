@@ -1,0 +1,390 @@
+"""The reput service: reads the commit log from the reput offset and builds the indexes (spec §9).
+
+Dispatchers are a one-method interface, `dispatch(requests)`, fed batches of `DispatchRequest`s in log
+order. Arrival listeners (long polling) are told, per batch, the new max offset of every queue that got
+messages.
+
+Records appended by this process come with their dispatch request already made by the put path
+(`CommitLog.pending_dispatch`), so they are not parsed again; anything else (recovery, a log written by
+another process) is parsed with the spec §2.7 check. Dispatch never reads past the commit log's read
+position, so a record still being copied (or not yet committed from the transient pool) is never seen.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+from store import kernel
+from store.codec import message as msgcodec
+from store.codec.javahash import tags_code as compute_tags_code
+from store.codec.message import DispatchRequest
+from store.codec.topic import validate_topic
+from store.commitlog.commit_log import (
+    QUEUED_TRANSACTION_KINDS, CommitLog, is_queued_transaction_type, queued_transaction_mask,
+)
+from store.errors import InvalidTopicError
+from store.kernel.scan_groups import queue_groups
+
+log = logging.getLogger(__name__)
+
+DISPATCH_BATCH_MAX_RECORDS = 4096
+_NAME_MEMO_MAX = 10_000      # distinct topics / tags remembered while parsing records
+_C = kernel.COL
+_SPANS = [(_C[name + "_pos"], _C[name + "_len"]) for name in ("topic", "tags", "keys", "uniq")]
+# The scan-row columns a dispatch request is made of (span lengths turned into ends first).
+_ROW_COLUMNS = [_C[name] for name in (
+    "pos", "size", "queue_id", "queue_offset", "phy_offset", "sys_flag", "store_ts", "prepared",
+    "topic_pos", "topic_len", "tags_pos", "tags_len", "keys_pos", "keys_len", "uniq_pos", "uniq_len",
+    "delay_pos")]
+
+
+class Dispatcher(Protocol):
+    def dispatch(self, requests: Sequence[DispatchRequest]) -> None: ...
+
+
+_LEGAL_TOPICS: set[str] = set()     # memo: validation runs for every dispatched record
+_LEGAL_TOPICS_MAX = 100_000
+
+
+def _legal_topic(request: DispatchRequest) -> bool:
+    """A topic read from the commit log becomes a directory name: a crafted record ("../x", "/abs")
+    must not create one outside consumequeue/. Such records stay in the log but get no unit."""
+    if request.topic in _LEGAL_TOPICS:
+        return True
+    try:
+        validate_topic(request.topic, allow_v2=True)
+    except InvalidTopicError:
+        log.warning("record at %d has an illegal topic %r: not dispatched to a consume queue",
+                    request.commit_log_offset, request.topic[:64])
+        return False
+    if len(_LEGAL_TOPICS) < _LEGAL_TOPICS_MAX:
+        _LEGAL_TOPICS.add(request.topic)
+    return True
+
+
+class ConsumeQueueDispatcher:
+    """CommitLogDispatcherBuildConsumeQueue: NOT/COMMIT records get a consume-queue unit."""
+
+    def __init__(self, consume_queues, on_written: Callable[[int], None] | None = None):
+        self.consume_queues = consume_queues
+        self.on_written = on_written
+
+    def dispatch(self, requests: Sequence[DispatchRequest]) -> None:
+        legal = _LEGAL_TOPICS
+        queued = [r for r in requests if r.sys_flag & 0x0C in QUEUED_TRANSACTION_KINDS
+                  and (r.topic in legal or _legal_topic(r))]
+        if not queued:
+            return
+        self.consume_queues.put_units(queued)
+        if self.on_written is not None:
+            self.on_written(queued[-1].store_timestamp)
+
+
+class IndexDispatcher:
+    """CommitLogDispatcherBuildIndex (spec §5.6)."""
+
+    def __init__(self, index_service):
+        self.index_service = index_service
+
+    def dispatch(self, requests: Sequence[DispatchRequest]) -> None:
+        self.index_service.build_index(requests)
+
+
+ArrivalListener = Callable[[dict[tuple[str, int], int]], None]
+
+
+class ReputService:
+    """Moves `reput_offset` forward through the commit log, feeding every dispatcher."""
+
+    def __init__(self, commit_log: CommitLog, dispatchers: list[Dispatcher], *,
+                 interval_ms: int = 1):
+        self.commit_log = commit_log
+        self.dispatchers = list(dispatchers)
+        self.listeners: list[ArrivalListener] = []
+        self.reput_offset = 0
+        self.interval_ms = interval_ms
+        self.dispatched_records = 0
+        self.skipped_invalid = 0
+        self.skipped_covered = 0        # re-dispatched records every index already had
+        self.indexed_directly = 0       # re-dispatched records only the index lacked (no requests)
+        self._last_skipped_unit = None  # (phy offset, store time, dispatcher) of the last one
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()   # one dispatch pass at a time (thread vs catch-up callers)
+        self.last_error: BaseException | None = None
+        self._scan_rows = kernel.scan_buffer(DISPATCH_BATCH_MAX_RECORDS)
+        self._topic_names: dict[bytes, str] = {}
+        self._tags_codes: dict[bytes, int] = {}
+
+    def add_listener(self, listener: ArrivalListener) -> None:
+        self.listeners.append(listener)
+
+    def behind_bytes(self) -> int:
+        return max(0, self.commit_log.max_offset() - self.reput_offset)
+
+    # -- one pass --------------------------------------------------------------------------------
+
+    def _next_batch(self, end: int) -> tuple[list[DispatchRequest], int]:
+        commit_log = self.commit_log
+        pending = commit_log.pending_dispatch
+        batch: list[DispatchRequest] = []
+        offset = self.reput_offset
+        if offset < commit_log.min_offset():
+            offset = commit_log.min_offset()
+        while offset < end and len(batch) < DISPATCH_BATCH_MAX_RECORDS:
+            if pending:
+                while pending and pending[0][0] < offset:
+                    pending.popleft()
+                if pending and pending[0][0] == offset:
+                    # Records this process appended: their requests are ready, take them in a run.
+                    append = batch.append
+                    popleft = pending.popleft
+                    room = DISPATCH_BATCH_MAX_RECORDS - len(batch)
+                    while room and pending:
+                        phy_offset, request = pending[0]
+                        if phy_offset != offset or offset + request.msg_size > end:
+                            break
+                        popleft()
+                        append(request)
+                        offset += request.msg_size
+                        room -= 1
+                    continue
+            mapped = commit_log.mapped_files.find_file(offset)
+            if mapped is None:
+                break
+            position = offset - mapped.file_from_offset
+            if position >= mapped.read_position:
+                if mapped.is_full() and mapped.read_position == mapped.file_size_bytes:
+                    offset = mapped.file_end_offset
+                    continue
+                break
+            moved = self._parse_records(mapped, position, batch)
+            if moved is None:
+                break
+            offset = moved
+        return batch, offset
+
+    def _parse_records(self, mapped, position: int, batch: list) -> int | None:
+        """Parse records of `mapped` from `position` into `batch` with the kernel's scan (what
+        `check_message` finds, in bulk); returns the next offset, None to stop for now."""
+        room = DISPATCH_BATCH_MAX_RECORDS - len(batch)
+        out = self._scan_rows[:room]
+        buf = mapped.buffer
+        count, stop, kind, stop_size = kernel.scan(buf, position, mapped.read_position, False, out)
+        if count:
+            rows = self._uncovered(buf, out[:count], may_index_directly=not batch)
+            for start, length in _SPANS:    # lengths -> ends, for plain slicing
+                rows[:, length] += rows[:, start]
+            self._requests_from_rows(buf, rows, batch)
+        base = mapped.file_from_offset
+        if kind == kernel.STOP_END or kind == kernel.STOP_FULL:
+            return base + stop
+        if kind == kernel.STOP_BLANK:
+            return mapped.file_end_offset
+        if stop_size > 0:
+            # A length mismatch: RocketMQ skips the record to keep a master moving; we log it.
+            log.error("dispatch skips an invalid record of %d bytes at %d", stop_size, base + stop)
+            self.skipped_invalid += 1
+            return base + stop + stop_size
+        return base + stop if count else None
+
+    def _uncovered(self, buf, rows, *, may_index_directly: bool):
+        """The rows that still need dispatch requests.
+
+        After a crash, recovery re-dispatches from a checkpoint up to a minute old. Most of those
+        records already have their consume-queue unit, and often their index entries (unless the
+        index files newer than the checkpoint were dropped). The built-in dispatchers would skip
+        them one by one (same rules as here: phy end <= the queue's max phy end; phy offset < the
+        index's endPhyOffset), so such rows are dropped before any request is made. When the rows
+        only lack index entries and nothing is waiting in the batch (`may_index_directly`: log order
+        is kept), their keys are hashed by the kernel and inserted without requests. With any other
+        dispatcher, every row gets a request.
+        """
+        queues = index = queue_dispatcher = None
+        for dispatcher in self.dispatchers:
+            if type(dispatcher) is ConsumeQueueDispatcher:
+                queues = dispatcher.consume_queues
+                queue_dispatcher = dispatcher
+            elif type(dispatcher) is IndexDispatcher:
+                index = dispatcher.index_service
+            else:
+                return rows
+        phy = rows[:, _C["phy_offset"]]
+        if queues is not None:
+            queued = queued_transaction_mask(rows[:, _C["sys_flag"]])   # the others get no unit
+            keys, inverse = queue_groups(buf, rows)
+            ends = np.array([queues.get_max_phy_end(topic, queue_id) for topic, queue_id in keys],
+                            dtype=np.int64)
+            in_queues = ~queued | (phy + rows[:, _C["size"]] <= ends[inverse])
+        else:
+            in_queues = np.ones(len(rows), dtype=bool)
+        if not in_queues[0]:
+            return rows                                       # new records: the usual way
+        if queue_dispatcher is not None and queue_dispatcher.on_written is not None:
+            # RocketMQ counts a unit built again as written (the checkpoint's logics time moves
+            # to its store time): remember the last such row for after this batch's dispatch.
+            skipped = np.flatnonzero(queued & in_queues)
+            if len(skipped):
+                last = rows[skipped[-1]]
+                self._last_skipped_unit = (int(last[_C["phy_offset"]]), int(last[_C["store_ts"]]),
+                                           queue_dispatcher)
+        index_end = index.end_phy_offset if index is not None else None
+        in_index = phy < index_end if index is not None else np.ones(len(rows), dtype=bool)
+        # The leading run of rows already in their consume queue.
+        prefix = len(rows) if in_queues.all() else int(np.argmin(in_queues))
+        if may_index_directly and index is not None and not in_index[:prefix].all():
+            if self._index_directly(buf, index, rows[:prefix][~in_index[:prefix]]):
+                self.skipped_covered += int(in_index[:prefix].sum())
+                return rows[prefix:]
+        covered = in_queues & in_index
+        if not covered.any():
+            return rows
+        self.skipped_covered += int(covered.sum())
+        return rows[~covered]
+
+    def _index_directly(self, buf, index, rows) -> bool:
+        """Index entries for `rows` (in the consume queues already) without requests; False when
+        the kernel asks for the Python way (a key or topic that is not ASCII) and for records with
+        a DELAY (a SCHEDULE_TOPIC_XXXX record whose DELAY Java cannot parse is not dispatched)."""
+        if (rows[:, _C["delay_pos"]] >= 0).any():
+            return False
+        capacity = len(rows) + int(((rows[:, _C["keys_len"]] + 1) // 2 + 1).sum())
+        hashes = np.empty(capacity, dtype=np.int64)
+        numbers = np.empty(capacity, dtype=np.int64)
+        count = kernel.index_hashes(buf, np.ascontiguousarray(rows), hashes, numbers)
+        if count < 0:
+            return False
+        numbers = numbers[:count]
+        index.build_index_hashed(hashes[:count], rows[numbers, _C["phy_offset"]],
+                                 rows[numbers, _C["store_ts"]])
+        self.indexed_directly += len(rows)
+        return True
+
+    def _requests_from_rows(self, buf, rows, batch: list) -> None:
+        topics = self._topic_names
+        tags_codes = self._tags_codes
+        append = batch.append
+        for (position, size, queue_id, queue_offset, phy_offset, sys_flag, store_ts, prepared,
+             topic_pos, topic_end, tags_pos, tags_end, keys_pos, keys_end, uniq_pos, uniq_end,
+             delay_pos) in zip(*rows[:, _ROW_COLUMNS].T.tolist()):
+            raw = buf[topic_pos:topic_end]
+            topic = topics.get(raw)
+            if topic is None:
+                topic = raw.decode("utf-8", "replace")
+                if len(topics) < _NAME_MEMO_MAX:
+                    topics[raw] = topic
+            if delay_pos >= 0 and topic == msgcodec.SCHEDULE_TOPIC:
+                # The delivery time is the tagsCode, and a DELAY Java cannot parse is invalid.
+                result = msgcodec.check_message(buf, position, check_crc=False, limit=position + size)
+                if result.kind == msgcodec.CHECK_RECORD:
+                    append(result.request)
+                else:
+                    log.error("dispatch skips a record at %d with an invalid DELAY", phy_offset)
+                    self.skipped_invalid += 1
+                continue
+            if tags_pos >= 0:
+                tags = buf[tags_pos:tags_end]
+                tags_code = tags_codes.get(tags)
+                if tags_code is None:
+                    tags_code = compute_tags_code(tags.decode("utf-8", "replace"))
+                    if len(tags_codes) < _NAME_MEMO_MAX:
+                        tags_codes[tags] = tags_code
+            else:
+                tags_code = 0
+            append(DispatchRequest(
+                topic, queue_id, phy_offset, size, tags_code, store_ts, queue_offset,
+                buf[keys_pos:keys_end].decode("utf-8", "replace") if keys_pos >= 0 else "",
+                buf[uniq_pos:uniq_end].decode("utf-8", "replace") if uniq_pos >= 0 else None,
+                sys_flag, prepared, None))
+
+    def do_reput(self, max_batches: int | None = None) -> int:
+        """Dispatch everything readable now; return the number of records dispatched."""
+        total = 0
+        batches = 0
+        with self._lock:
+            while True:
+                end = self.commit_log.max_offset()
+                if self.reput_offset >= end and self.reput_offset >= self.commit_log.min_offset():
+                    break
+                before = self.reput_offset
+                indexed_before = self.indexed_directly
+                batch, new_offset = self._next_batch(end)
+                indexed = self.indexed_directly - indexed_before     # without requests
+                total += indexed
+                self.dispatched_records += indexed
+                if batch:
+                    for dispatcher in self.dispatchers:
+                        dispatcher.dispatch(batch)
+                    total += len(batch)
+                    self.dispatched_records += len(batch)
+                self._note_skipped_units(batch)
+                # Moved only once the batch is in every index, so "behind 0" means "queryable".
+                self.reput_offset = new_offset
+                if batch:
+                    self._notify(batch)
+                if self.reput_offset == before:
+                    break
+                batches += 1
+                if max_batches is not None and batches >= max_batches:
+                    break
+        return total
+
+    def _note_skipped_units(self, batch) -> None:
+        """Tell the consume-queue dispatcher's `on_written` about units dropped as already built
+        when they come after every unit of the batch (it then has the time RocketMQ would have)."""
+        skipped = self._last_skipped_unit
+        if skipped is None:
+            return
+        self._last_skipped_unit = None
+        phy_offset, store_timestamp, queue_dispatcher = skipped
+        for request in reversed(batch):
+            if is_queued_transaction_type(request.sys_flag) and _legal_topic(request):
+                if request.commit_log_offset > phy_offset:
+                    return
+                break
+        queue_dispatcher.on_written(store_timestamp)
+
+    def _notify(self, batch: Sequence[DispatchRequest]) -> None:
+        if not self.listeners:
+            return
+        arrivals: dict[tuple[str, int], int] = {}
+        for request in reversed(batch):     # the last unit of each queue is its new max
+            if request.sys_flag & 0x0C in QUEUED_TRANSACTION_KINDS:
+                key = (request.topic, request.queue_id)
+                if key not in arrivals:
+                    arrivals[key] = request.consume_queue_offset + 1
+        if arrivals:
+            for listener in self.listeners:
+                listener(arrivals)
+
+    # -- thread ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        assert self._thread is None
+        self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                dispatched = self.do_reput()
+            except Exception as error:  # keep the service alive; the failure is surfaced in check()
+                log.exception("dispatch failed at reput offset %d", self.reput_offset)
+                self.last_error = error
+                dispatched = 0
+            if dispatched < DISPATCH_BATCH_MAX_RECORDS:
+                # Caught up: linger for the interval (RocketMQ's reput sleeps 1 ms too) so that the
+                # next pass takes a batch, not one record; a batch costs little more than one.
+                self._stop.wait(self.interval_ms / 1000.0)
+
+    def shutdown(self, drain: bool = True) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=30)
+            self._thread = None
+        if drain:
+            self.do_reput()

@@ -1,0 +1,271 @@
+"""Flush and commit services (spec §8.3, §8.4).
+
+- `AsyncFlushService` (ASYNC_FLUSH): every `flush_interval_ms`, msync the commit log if at least
+  `flush_least_pages` pages are dirty; every `flush_thorough_interval_ms` flush everything and record the
+  checkpoint's physicMsgTimestamp.
+- `GroupCommitService` (SYNC_FLUSH): producers queue a request for `next_offset` and wait; the service
+  flushes once for every request queued so far (group commit) and releases them. A request not flushed
+  within `sync_flush_timeout_ms` gets FLUSH_DISK_TIMEOUT.
+- `CommitService` (transient store pool): copies the write buffer into the mapped file every
+  `commit_interval_ms`; only then can readers (dispatch, pull) see the records.
+- `ConsumeQueueFlushService`: flushes consume queues and index, and writes the checkpoint.
+- `TransientStorePool`: the write buffers.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import threading
+import time
+from typing import Callable
+
+from store.mappedfile.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+
+class TransientStorePool:
+    """`pool_size` write buffers of one segment each; a segment borrows one and returns it when
+    fully committed. An empty pool means the segment is written through its map directly."""
+
+    def __init__(self, pool_size: int, segment_size_bytes: int):
+        self.pool_size = pool_size
+        self.segment_size_bytes = segment_size_bytes
+        self._available = pool_size
+        self._lock = threading.Lock()
+
+    def borrow(self) -> bytearray | None:
+        with self._lock:
+            if self._available <= 0:
+                return None
+            self._available -= 1
+        return bytearray(self.segment_size_bytes)
+
+    def give_back(self) -> None:
+        with self._lock:
+            self._available = min(self.pool_size, self._available + 1)
+
+    @property
+    def available(self) -> int:
+        return self._available
+
+
+class _ServiceThread(abc.ABC):
+    name = "service"
+
+    def __init__(self):
+        self._stop = threading.Event()
+        self._wakeup = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_error: BaseException | None = None
+
+    def start(self) -> None:
+        assert self._thread is None
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        if not self._wakeup.is_set():   # Event.set takes a lock: skip it when already set
+            self._wakeup.set()
+
+    def _wait(self, seconds: float) -> None:
+        self._wakeup.wait(seconds)
+        self._wakeup.clear()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception as error:  # a service thread must survive; the error is reported
+                log.exception("%s failed", self.name)
+                self.last_error = error
+                self._wait(0.1)
+
+    @abc.abstractmethod
+    def run_once(self) -> None:
+        """One iteration of the service loop (it waits inside)."""
+
+    def stop_quietly(self) -> None:
+        """Stop the thread without the final flush or commit (a simulated crash)."""
+        _ServiceThread.shutdown(self)
+
+    def shutdown(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._wakeup.set()
+        self._thread.join(timeout=30)
+        self._thread = None
+
+
+class CommitService(_ServiceThread):
+    name = "CommitRealTimeService"
+
+    def __init__(self, queue: MappedFileQueue, pool: TransientStorePool, *, commit_interval_ms: int,
+                 commit_least_pages: int, commit_thorough_interval_ms: int,
+                 on_committed: Callable[[], None]):
+        super().__init__()
+        self.queue = queue
+        self.pool = pool
+        self.commit_interval_ms = commit_interval_ms
+        self.commit_least_pages = commit_least_pages
+        self.commit_thorough_interval_ms = commit_thorough_interval_ms
+        self.on_committed = on_committed
+        self._last_thorough = time.monotonic()
+
+    def commit(self, least_pages: int) -> bool:
+        moved = False
+        for _ in range(len(self.queue.files) + 1):  # bounded: at most every file once
+            if not self.queue.commit(least_pages):
+                break
+            moved = True
+        return moved
+
+    def run_once(self) -> None:
+        self._wait(self.commit_interval_ms / 1000.0)
+        least = self.commit_least_pages
+        now = time.monotonic()
+        if (now - self._last_thorough) * 1000 >= self.commit_thorough_interval_ms:
+            least = 0
+            self._last_thorough = now
+        if self.commit(least):
+            self.on_committed()
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self.commit(0)
+
+
+class AsyncFlushService(_ServiceThread):
+    name = "FlushRealTimeService"
+
+    def __init__(self, queue: MappedFileQueue, *, flush_interval_ms: int, flush_least_pages: int,
+                 flush_thorough_interval_ms: int, last_store_timestamp: Callable[[], int],
+                 on_thorough_flush: Callable[[int], None]):
+        super().__init__()
+        self.queue = queue
+        self.flush_interval_ms = flush_interval_ms
+        self.flush_least_pages = flush_least_pages
+        self.flush_thorough_interval_ms = flush_thorough_interval_ms
+        self.last_store_timestamp = last_store_timestamp
+        self.on_thorough_flush = on_thorough_flush
+        self._last_thorough = time.monotonic()
+
+    def flush_all(self) -> None:
+        store_timestamp = self.last_store_timestamp()
+        for _ in range(len(self.queue.files) + 1):
+            if not self.queue.flush(0):
+                break
+        self.on_thorough_flush(store_timestamp)
+
+    def run_once(self) -> None:
+        self._wait(self.flush_interval_ms / 1000.0)
+        now = time.monotonic()
+        if (now - self._last_thorough) * 1000 >= self.flush_thorough_interval_ms:
+            self._last_thorough = now
+            self.flush_all()
+            return
+        for _ in range(len(self.queue.files) + 1):
+            if not self.queue.flush(self.flush_least_pages):
+                break
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self.flush_all()
+
+
+class GroupCommitService(_ServiceThread):
+    """SYNC_FLUSH: every put waits until its bytes are flushed; one flush serves many puts.
+
+    Leader/follower group commit: a waiting producer that finds no flush running becomes the leader
+    and flushes everything appended so far (the disk sync releases the GIL, so other producers keep
+    appending meanwhile); the others wait on a condition and are released together. The service
+    thread only flushes stragglers (puts with WAIT=false) every 10 ms, as RocketMQ's does when no
+    request is queued.
+    """
+
+    name = "GroupCommitService"
+
+    def __init__(self, queue: MappedFileQueue, *, last_store_timestamp: Callable[[], int],
+                 on_flushed: Callable[[int], None]):
+        super().__init__()
+        self.queue = queue
+        self.last_store_timestamp = last_store_timestamp
+        self.on_flushed = on_flushed
+        self._cond = threading.Condition()
+        self._flushing = False
+        self.flush_count = 0
+
+    def _flush_as_leader(self) -> None:
+        """Called with the condition held and no flush running; returns with it held."""
+        self._flushing = True
+        store_timestamp = self.last_store_timestamp()
+        group_end = self.queue.max_offset()     # what was appended when this group closed
+        self._cond.release()
+        try:
+            # One sync per segment the group touches (usually one). Records appended during the
+            # sync belong to the next group: syncing again for them here would make this group
+            # wait for two disk syncs.
+            for _ in range(len(self.queue.files) + 1):
+                if self.queue.flushed_where >= group_end or not self.queue.flush(0):
+                    break
+        finally:
+            self._cond.acquire()
+            self._flushing = False
+            self.flush_count += 1
+            self._cond.notify_all()
+        self.on_flushed(store_timestamp)
+
+    def wait_flushed(self, next_offset: int, timeout_ms: int) -> bool:
+        """Block until the commit log is flushed up to `next_offset`; False on timeout."""
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        with self._cond:
+            while self.queue.flushed_where < next_offset:
+                if not self._flushing:
+                    self._flush_as_leader()
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def run_once(self) -> None:
+        self._wait(0.010)
+        with self._cond:
+            if not self._flushing and self.queue.flushed_where < self.queue.max_offset():
+                self._flush_as_leader()
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        with self._cond:
+            while self._flushing:
+                self._cond.wait(1.0)
+            self._flush_as_leader()
+
+
+class ConsumeQueueFlushService(_ServiceThread):
+    """FlushConsumeQueueService: consume queues + index every interval; all + checkpoint sometimes."""
+
+    name = "FlushConsumeQueueService"
+
+    def __init__(self, *, flush_interval_ms: int, flush_thorough_interval_ms: int,
+                 flush_consume_queues: Callable[[int], None], flush_thorough: Callable[[], None],
+                 least_pages: int):
+        super().__init__()
+        self.flush_interval_ms = flush_interval_ms
+        self.flush_thorough_interval_ms = flush_thorough_interval_ms
+        self.flush_consume_queues = flush_consume_queues
+        self.flush_thorough = flush_thorough
+        self.least_pages = least_pages
+        self._last_thorough = time.monotonic()
+
+    def run_once(self) -> None:
+        self._wait(self.flush_interval_ms / 1000.0)
+        now = time.monotonic()
+        if (now - self._last_thorough) * 1000 >= self.flush_thorough_interval_ms:
+            self._last_thorough = now
+            self.flush_thorough()
+        else:
+            self.flush_consume_queues(self.least_pages)

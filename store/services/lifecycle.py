@@ -1,0 +1,230 @@
+"""The store's background services, started and stopped in RocketMQ's order.
+
+Start (spec §11.1 step 8): dispatch catches up with the commit log before the store accepts work, the
+queue-offset table is rebuilt, the services start, the `abort` file is created. Shutdown: stop taking
+work, commit (transient pool), drain dispatch, flush the commit log, consume queues and index, write the
+checkpoint and the consumer offsets, and delete `abort` only when dispatch had caught up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from store.api import PutMessageStatus
+from store.services.cleanup import CleanupService
+from store.services.dispatch import ConsumeQueueDispatcher, IndexDispatcher, ReputService
+from store.services.flush import (AsyncFlushService, CommitService, ConsumeQueueFlushService,
+                         GroupCommitService, TransientStorePool)
+from store.meta.lockfile import create_abort, delete_abort
+from store.services.long_polling import PullRequestHoldService
+from store.recovery.commitlog_recovery import WALK_BLANK, WALK_RECORD, WALK_ROWS, rows_end, walk_log
+from store.recovery.loader import rebuild_queue_offset_table
+
+log = logging.getLogger(__name__)
+
+
+class StoreServices:
+    def __init__(self, store):
+        self.store = store
+        cfg = store.config
+        self.sync_flush = cfg.flush_disk_type == "SYNC_FLUSH"
+        self.hold = PullRequestHoldService()
+        dispatchers = [ConsumeQueueDispatcher(store.consume_queues, on_written=self._on_cq_written)]
+        if cfg.message_index_enable and store.index_service is not None:
+            dispatchers.append(IndexDispatcher(store.index_service))
+        self.reput = ReputService(store.commit_log, dispatchers)
+        self.reput.add_listener(self.hold.on_arrival)
+        self.pool = None
+        self.commit_service = None
+        self.flush_service = None
+        self.cq_flush_service = None
+        self.cleanup = CleanupService(store)
+        self.started = False
+        self._offsets_timer: threading.Timer | None = None
+        self._stop = threading.Event()
+        if store.read_only:
+            return
+        queue = store.commit_log.mapped_files
+        if cfg.transient_store_pool_enable and not self.sync_flush:
+            self.pool = TransientStorePool(cfg.transient_store_pool_size,
+                                           cfg.mapped_file_size_commit_log)
+            queue.write_buffer_pool = self.pool
+            self.commit_service = CommitService(
+                queue, self.pool, commit_interval_ms=cfg.commit_interval_commit_log,
+                commit_least_pages=cfg.commit_commit_log_least_pages,
+                commit_thorough_interval_ms=cfg.commit_commit_log_thorough_interval,
+                on_committed=self._on_committed)
+        last_ts = lambda: store.commit_log.last_store_timestamp  # noqa: E731
+        if self.sync_flush:
+            self.flush_service = GroupCommitService(queue, last_store_timestamp=last_ts,
+                                                    on_flushed=self._on_flushed)
+        else:
+            self.flush_service = AsyncFlushService(
+                queue, flush_interval_ms=cfg.flush_interval_commit_log,
+                flush_least_pages=cfg.flush_commit_log_least_pages,
+                flush_thorough_interval_ms=cfg.flush_commit_log_thorough_interval,
+                last_store_timestamp=last_ts, on_thorough_flush=self._on_flushed)
+        self.cq_flush_service = ConsumeQueueFlushService(
+            flush_interval_ms=cfg.flush_interval_consume_queue,
+            flush_thorough_interval_ms=cfg.flush_consume_queue_thorough_interval,
+            flush_consume_queues=self._flush_consume_queues, flush_thorough=self.flush_thorough,
+            least_pages=cfg.flush_consume_queue_least_pages)
+
+    # -- callbacks -------------------------------------------------------------------------------
+
+    def _on_cq_written(self, store_timestamp: int) -> None:
+        self.store.checkpoint.logics_msg_timestamp = store_timestamp
+
+    def _on_flushed(self, store_timestamp: int) -> None:
+        if store_timestamp > 0:
+            self.store.checkpoint.physic_msg_timestamp = store_timestamp
+
+    def _on_committed(self) -> None:
+        if self.flush_service is not None:
+            self.flush_service.wakeup()
+
+    def _flush_consume_queues(self, least_pages: int) -> None:
+        self.store.consume_queues.flush(least_pages)
+
+    def flush_thorough(self) -> None:
+        """Flush consume queues and index, then write the checkpoint (logics time captured first,
+        so the checkpoint never claims more than is durable)."""
+        store = self.store
+        logics = store.checkpoint.logics_msg_timestamp
+        store.consume_queues.flush(0)
+        if store.index_service is not None:
+            store.index_service.flush()
+        store.checkpoint.logics_msg_timestamp = logics
+        if store.style == "5.x":
+            store.checkpoint.confirm_phy_offset = max(0, store.confirm_offset())
+        store.checkpoint.flush()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Catch dispatch up with the recovered commit log (synchronously), as RocketMQ's start."""
+        store = self.store
+        if store.read_only:
+            self.reput.reput_offset = store.commit_log.max_offset()
+            return
+        self.reput.reput_offset = store.recovery_report.dispatch_from
+        before = self.reput.dispatched_records
+        self.reput.do_reput()
+        report = store.recovery_report
+        report.redispatched_records = self.reput.dispatched_records - before
+        report.redispatched_bytes = self.reput.reput_offset - report.dispatch_from
+        if report.redispatched_records:
+            report.step("dispatch", f"re-dispatched {report.redispatched_records} records "
+                                    f"({report.redispatched_bytes} bytes) from {report.dispatch_from}")
+        rebuild_queue_offset_table(store.commit_log, store.consume_queues)
+        for (topic, queue_id), max_offset in store.commit_log.queue_offsets.items():
+            self.hold.note_max_offset(topic, queue_id, max_offset)
+
+    def start(self) -> None:
+        store = self.store
+        if store.read_only or self.started:
+            return
+        self.reput.start()
+        for service in (self.commit_service, self.flush_service, self.cq_flush_service):
+            if service is not None:
+                service.start()
+        self.cleanup.start()
+        self._schedule_offsets_persist()
+        create_abort(store.config.store_path_root_dir, store.style)
+        self.started = True
+
+    def _schedule_offsets_persist(self) -> None:
+        interval_s = self.store.config.flush_consumer_offset_interval / 1000.0
+
+        def persist() -> None:
+            if self._stop.is_set():
+                return
+            try:
+                self.store.consumer_offsets.persist()
+            except OSError:
+                log.exception("persisting consumer offsets failed")
+            self._schedule_offsets_persist()
+
+        self._offsets_timer = threading.Timer(interval_s, persist)
+        self._offsets_timer.daemon = True
+        self._offsets_timer.start()
+
+    def after_append(self, appended, messages) -> PutMessageStatus:
+        """Acknowledge a put: SYNC_FLUSH waits for the group commit; ASYNC returns at once."""
+        if self.commit_service is not None:
+            self.commit_service.wakeup()
+        if not self.sync_flush or not self.started:
+            return PutMessageStatus.PUT_OK
+        if any((m.properties or {}).get("WAIT") == "false" for m in messages):
+            self.flush_service.wakeup()
+            return PutMessageStatus.PUT_OK
+        flushed = self.flush_service.wait_flushed(appended.wrote_offset + appended.wrote_bytes,
+                                                  self.store.config.sync_flush_timeout)
+        return PutMessageStatus.PUT_OK if flushed else PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+    def shutdown(self) -> None:
+        store = self.store
+        self._stop.set()
+        if self._offsets_timer is not None:
+            self._offsets_timer.cancel()
+        self.hold.shutdown()
+        if store.read_only:
+            return
+        self.cleanup.shutdown()
+        if self.commit_service is not None:
+            self.commit_service.shutdown()
+        self.reput.shutdown(drain=True)
+        if self.flush_service is not None:
+            self.flush_service.shutdown()
+        if self.cq_flush_service is not None:
+            self.cq_flush_service.shutdown()
+        self.flush_thorough()
+        store.consumer_offsets.persist()
+        if store.topics_dirty:
+            store.topics.persist()
+        if self.started and self.reput.behind_bytes() == 0:
+            delete_abort(store.config.store_path_root_dir, store.style)
+
+    def stop_without_flush(self) -> None:
+        """Stop every thread without the shutdown work (a simulated crash)."""
+        self._stop.set()
+        if self._offsets_timer is not None:
+            self._offsets_timer.cancel()
+        self.hold.shutdown()
+        self.cleanup.shutdown()
+        self.reput.shutdown(drain=False)
+        for service in (self.commit_service, self.flush_service, self.cq_flush_service):
+            if service is not None:
+                service.stop_quietly()
+
+    # -- read-only following ---------------------------------------------------------------------
+
+    def follow_tail(self) -> int:
+        """Extend a read-only view to records a live writer appended since the last look."""
+        store = self.store
+        commit_log = store.commit_log
+        before = commit_log.max_offset()
+        commit_log.mapped_files.refresh()
+        end = before
+        for step, where, what in walk_log(commit_log, end, check_crc=True, whole_segments=True):
+            if step == WALK_ROWS:
+                end = rows_end(where, what)
+            elif step == WALK_RECORD:
+                end = where + what.size
+            elif step == WALK_BLANK:
+                what.set_positions(what.file_size_bytes)
+                end = what.file_end_offset
+            else:
+                break
+        last = commit_log.mapped_files.find_file(end) or commit_log.mapped_files.find_file(end - 1)
+        if last is not None:
+            last.set_positions(end - last.file_from_offset)
+        commit_log.mapped_files.set_positions(end)
+        store.consume_queues.refresh()
+        store.consume_queues.correct_min_offset(commit_log.min_offset())
+        if store.index_service is not None:
+            store.index_service.refresh()
+        rebuild_queue_offset_table(commit_log, store.consume_queues)
+        self.reput.reput_offset = end
+        return end - before
