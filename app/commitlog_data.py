@@ -1,7 +1,7 @@
 """Commit-log views: the segment map (fill level, BLANK filler) and a paged record browser.
 
-Only reads through the facade's commit log (`store.commit_log`: segment list, `scan`, `read_record`).
-Scans are bounded; a full segment's layout is cached because it can no longer change.
+Only reads through the facade's inspection API (`store.inspect`: segments and their layout, records,
+raw record bytes). Scans are bounded; a full segment's layout is cached because it can no longer change.
 """
 
 from __future__ import annotations
@@ -9,13 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.bodies import preview
-from store import kernel
 from store.codec import message as msgcodec
 from store.errors import CorruptDataError
 
 MAX_SCAN_RECORDS_PER_SEGMENT = 200_000        # the record browser's cap per segment
-SCAN_ROWS = 8192                               # rows per compiled scan call
-MAX_SCAN_BATCHES_PER_SEGMENT = 1 << 16         # a 1 GiB segment of the smallest records is 12 M
 MAX_PAGE_RECORDS = 500
 
 
@@ -38,51 +35,31 @@ class SegmentInfo:
         return (self.data_bytes + self.filler_bytes) / self.size_bytes if self.size_bytes else 0.0
 
 
-def _scan_segment(commit_log, mapped) -> tuple[int, int, int]:
-    """(data bytes, filler bytes, records) of one segment, walking its records with the compiled
-    scan (about 0.1 us a record; the active segment is walked again on every refresh). Counts the
-    records RocketMQ's check accepts; a SCHEDULE_TOPIC_XXXX record whose DELAY Java cannot parse is
-    counted too (recovery would stop there: `check()` reports it)."""
-    out = kernel.scan_buffer(SCAN_ROWS)
-    limit = min(mapped.read_position, mapped.file_size_bytes)
-    position = 0
-    records = 0
-    for _ in range(MAX_SCAN_BATCHES_PER_SEGMENT):   # bounded: each batch moves on by its records
-        count, position, kind, _ = kernel.scan(mapped.buffer, position, limit, False, out)
-        records += count
-        if kind != kernel.STOP_FULL:
-            break
-    else:
-        return position, 0, -1
-    filler = mapped.file_size_bytes - position if kind == kernel.STOP_BLANK else 0
-    return position, filler, records
-
-
 def segment_map(store, cache: dict | None = None) -> list[SegmentInfo]:
-    """One row per commit-log segment, oldest first."""
+    """One row per commit-log segment, oldest first. A full segment's layout is kept in `cache`
+    (it can no longer change); the active one is walked again on every call."""
     cache = cache if cache is not None else {}
-    commit_log = store.commit_log
-    files = list(commit_log.mapped_files.files)
+    segments = store.inspect.segments()
     infos = []
-    for index, mapped in enumerate(files):
-        name = mapped.path.rsplit("/", 1)[-1]
-        last = index == len(files) - 1
-        read_position = mapped.read_position
-        if read_position == 0:
-            infos.append(SegmentInfo(name, mapped.file_from_offset, mapped.file_size_bytes, 0, 0, 0,
-                                     "empty"))
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment.read_position == 0:
+            infos.append(SegmentInfo(segment.name, segment.file_from_offset, segment.file_size_bytes,
+                                     0, 0, 0, "empty"))
             continue
-        full = read_position >= mapped.file_size_bytes
-        key = (name, mapped.file_size_bytes)
-        if full and key in cache:
+        key = (segment.name, segment.file_size_bytes)
+        if segment.is_full and key in cache:
             infos.append(cache[key])
             continue
-        data, filler, records = _scan_segment(commit_log, mapped)
-        if not full:
-            data, filler = read_position, 0
-        info = SegmentInfo(name, mapped.file_from_offset, mapped.file_size_bytes, data, filler, records,
-                           "full" if full else ("active" if last or read_position else "empty"))
-        if full:
+        layout = store.inspect.segment_layout(segment.name)
+        data, filler = layout.data_bytes, layout.filler_bytes
+        if not segment.is_full:
+            data, filler = segment.read_position, 0
+        info = SegmentInfo(segment.name, segment.file_from_offset, segment.file_size_bytes, data,
+                           filler, layout.records,
+                           "full" if segment.is_full else ("active" if last or segment.read_position
+                                                           else "empty"))
+        if segment.is_full:
             cache[key] = info
         infos.append(info)
     return infos
@@ -90,15 +67,15 @@ def segment_map(store, cache: dict | None = None) -> list[SegmentInfo]:
 
 def snap_to_record(store, phy_offset: int) -> int:
     """The start of the record that holds `phy_offset` (or the next record boundary)."""
-    commit_log = store.commit_log
-    phy_offset = max(phy_offset, commit_log.min_offset())
-    mapped = commit_log.mapped_files.find_file(phy_offset)
-    if mapped is None:
-        return min(phy_offset, commit_log.max_offset())
-    previous = mapped.file_from_offset
-    for offset, result in commit_log.scan(mapped.file_from_offset, check_crc=False,
-                                          limit_offset=mapped.file_end_offset,
-                                          max_records=MAX_SCAN_RECORDS_PER_SEGMENT):
+    bounds = store.pointers()
+    phy_offset = max(phy_offset, bounds["min_phy_offset"])
+    segment = store.inspect.segment_holding(phy_offset)
+    if segment is None:
+        return min(phy_offset, bounds["max_phy_offset"])
+    previous = segment.file_from_offset
+    for offset, result in store.inspect.records(segment.file_from_offset, check_crc=False,
+                                                limit_phy_offset=segment.file_end_offset,
+                                                max_records=MAX_SCAN_RECORDS_PER_SEGMENT):
         if offset > phy_offset:
             return previous
         previous = offset
@@ -111,19 +88,19 @@ def browse_records(store, start_phy_offset: int, count: int) -> tuple[list[dict]
     """Up to `count` rows (records, BLANK fillers, the first invalid spot) from `start_phy_offset`;
     returns (rows, the phy_offset where the next page starts)."""
     count = max(1, min(count, MAX_PAGE_RECORDS))
-    commit_log = store.commit_log
     rows: list[dict] = []
     next_offset = start_phy_offset
-    for phy_offset, result in commit_log.scan(start_phy_offset, check_crc=True,
-                                              limit_offset=commit_log.max_offset()):
+    for phy_offset, result in store.inspect.records(start_phy_offset, check_crc=True,
+                                                    limit_phy_offset=store.pointers()["max_phy_offset"],
+                                                    max_records=count + 1):
         if len(rows) >= count:
             break
         if result.kind == msgcodec.CHECK_RECORD:
             rows.append(record_row(store, phy_offset))
             next_offset = phy_offset + result.size
         elif result.kind == msgcodec.CHECK_BLANK:
-            mapped = commit_log.mapped_files.find_file(phy_offset)
-            end = mapped.file_end_offset if mapped is not None else phy_offset
+            segment = store.inspect.segment_holding(phy_offset)
+            end = segment.file_end_offset if segment is not None else phy_offset
             rows.append({"phy_offset": phy_offset, "kind": "BLANK", "size": end - phy_offset,
                          "topic": "", "queue_id": None, "queue_offset": None, "store_timestamp": None,
                          "tags": "", "keys": "", "msg_id": "", "body": "(end-of-file filler)"})
@@ -140,7 +117,7 @@ def browse_records(store, start_phy_offset: int, count: int) -> tuple[list[dict]
 
 def record_row(store, phy_offset: int) -> dict:
     """A table row for the record at `phy_offset`."""
-    raw = store.commit_log.read_record(phy_offset)
+    raw = store.inspect.record_bytes(phy_offset)
     if raw is None:
         return {"phy_offset": phy_offset, "kind": "MISSING", "size": 0}
     try:

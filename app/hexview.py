@@ -133,3 +133,8 @@ def hex_rows(raw: bytes, fields: list[Field], base_phy_offset: int,
             "fields starting here": ", ".join(starts.get(row_start // BYTES_PER_ROW, [])),
         })
     return rows
+
+
+def record_body(raw: bytes) -> bytes:
+    """The body of an encoded record (raises CorruptDataError for bytes that are not one)."""
+    return msgcodec.decode_message(raw).body

@@ -17,9 +17,10 @@ from store.errors import CorruptDataError
 MAX_HEATMAP_CELLS = 64 * 64
 
 
-def header_table(index_service) -> pd.DataFrame:
+def header_table(store) -> pd.DataFrame:
+    """One row per index file: its header as stored."""
     rows = []
-    for name, h in index_service.headers():
+    for name, h in store.inspect.index_headers():
         rows.append({"file": name, "begin_time": format_ms(h.begin_timestamp),
                      "end_time": format_ms(h.end_timestamp), "begin_phy_offset": h.begin_phy_offset,
                      "end_phy_offset": h.end_phy_offset, "hash_slot_count": h.hash_slot_count,
@@ -72,7 +73,7 @@ def walk_key(store, topic: str, key: str, max_steps: int = 500) -> KeyWalk:
     key_hash, slot = key_hash_and_slot(key_string, slots)
     rows, matches = [], []
     collisions = 0
-    for file_name, steps in store.index_service.walk_chain(topic, key):
+    for file_name, steps in store.inspect.index_chain(topic, key):
         for hop, step in enumerate(steps):
             if len(rows) >= max_steps:
                 break
@@ -98,7 +99,7 @@ def walk_key(store, topic: str, key: str, max_steps: int = 500) -> KeyWalk:
 
 
 def _record_at(store, phy_offset: int):
-    raw = store.commit_log.read_record(phy_offset)
+    raw = store.inspect.record_bytes(phy_offset)
     if raw is None:
         return None
     try:

@@ -50,7 +50,7 @@ def totals(store) -> dict[str, int]:
         "queues": len(summaries),
         "messages": sum(s.depth for s in summaries),
         "bytes": max(0, pointers["max_phy_offset"] - pointers["min_phy_offset"]),
-        "segments": len(store.commit_log.mapped_files.files),
+        "segments": len(store.inspect.segments()),
     }
 
 

@@ -20,15 +20,6 @@ MAX_QUEUES_WITH_TIMES = 2000
 MAX_ROCKSDB_FILES = 5000
 
 
-def queue_files(store, topic: str, queue_id: int) -> list[str]:
-    """File names of a file-based consume queue (empty for RocksDB)."""
-    directory = os.path.join(store.config.consume_queue_dir, topic, str(queue_id))
-    try:
-        return sorted(n for n in os.listdir(directory) if n.isdigit())
-    except OSError:
-        return []
-
-
 def queue_table(store) -> pd.DataFrame:
     """One row per queue: offsets, depth, retained time span, file count."""
     rows = []
@@ -46,7 +37,7 @@ def queue_table(store) -> pd.DataFrame:
             "max_offset": s.max_offset, "depth": s.depth,
             "first_store_time": format_ms(first), "last_store_time": format_ms(last),
             "span_hours": round(span_s / 3600, 2) if span_s is not None else None,
-            "files": None if rocksdb else len(queue_files(store, s.topic, s.queue_id)),
+            "files": None if rocksdb else len(store.inspect.queue_file_names(s.topic, s.queue_id)),
         })
     return pd.DataFrame(rows, columns=["topic", "queue_id", "min_offset", "max_offset", "depth",
                                        "first_store_time", "last_store_time", "span_hours", "files"])
@@ -56,7 +47,7 @@ def units_with_records(store, topic: str, queue_id: int, queue_offset: int,
                        count: int) -> pd.DataFrame:
     """Raw units from `queue_offset` (never crossing a CQ file), each next to the record it points to."""
     count = max(1, min(count, MAX_UNITS_SHOWN))
-    units = store.consume_queues.get_units(topic, queue_id, queue_offset, count)
+    units = store.inspect.queue_units(topic, queue_id, queue_offset, count)
     rows = []
     if units is None:
         return pd.DataFrame(rows)
@@ -71,7 +62,7 @@ def units_with_records(store, topic: str, queue_id: int, queue_offset: int,
 
 
 def _pointed_record(store, phy_offset: int, size: int, tags_code: int) -> dict:
-    raw = store.commit_log.read(phy_offset, size) if size > 0 else None
+    raw = store.inspect.read(phy_offset, size) if size > 0 else None
     if raw is None:
         return {"record": "not readable (expired or beyond the log)"}
     try:
@@ -121,9 +112,7 @@ def rocksdb_summary(store) -> RocksDBSummary:
     """The RocksDB consume-queue directory (file kinds and sizes) joined with the backend's
     `stats()`: per-column-family properties, SST levels and entry counts, compaction state."""
     directory = store.config.consume_queue_dir
-    stats_of = getattr(store.consume_queues, "stats", None)
-    stats = stats_of() if stats_of is not None else {"open": False, "column_families": {},
-                                                     "sst_files": []}
+    stats = store.inspect.rocksdb_stats() or {"open": False, "column_families": {}, "sst_files": []}
     live = {item["name"]: item for item in stats["sst_files"]}
     rows = []
     try:

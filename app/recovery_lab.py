@@ -59,7 +59,7 @@ def last_record(root: str, properties_path: str | None) -> tuple[int, int] | Non
         if not report.records_checked:
             return None
         start = report.last_record_offset
-        size = store.commit_log.record_size_at(start)
+        size = store.inspect.record_size_at(start)
         return (start, size) if size else None
 
 
@@ -118,7 +118,7 @@ def recover(root: str, properties_path: str | None) -> LabResult:
         report = store.recovery_report
         pointers = store.pointers()
         after = {"file end (max wrote)": pointers["wrote"], "valid end (scan)": report.process_offset,
-                 "consume queues end": max(store.consume_queues.get_max_phy_end(t, q)
+                 "consume queues end": max(store.inspect.queue_max_phy_end(t, q)
                                            for t, q in store.queues()) if store.queues() else -1,
                  "reput": pointers["reput"]}
         steps = pd.DataFrame([{"step": s.what, "detail": s.detail} for s in report.steps])

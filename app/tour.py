@@ -77,7 +77,7 @@ def _describe(store, step: int) -> TourPage:
                          "msgId": result.msg_id, "store time": format_ms(result.store_timestamp),
                          **{f"pointer {k}": v for k, v in store.pointers().items()},
                          "dispatch backlog bytes": store.dispatch_behind_bytes()})
-    raw = store.commit_log.read_record(result.wrote_offset)
+    raw = store.inspect.record_bytes(result.wrote_offset)
     if step == 2:
         check = check_record(raw, result.wrote_offset)
         table = pd.DataFrame([f.__dict__ for f in annotate_record(raw)])
@@ -88,9 +88,9 @@ def _describe(store, step: int) -> TourPage:
                          "msgId offset": check.msg_id_phy_offset}, table)
     store.dispatch_pending()
     if step == 3:
-        unit = store.consume_queues.get_unit(TOUR_TOPIC, 0, 0)
+        unit = store.inspect.queue_unit(TOUR_TOPIC, 0, 0)
         key_hash, slot = key_hash_and_slot(build_key(TOUR_TOPIC, TOUR_KEY), store.config.max_hash_slot_num)
-        entries = store.index_service.entries()
+        entries = store.inspect.index_entries()
         table = pd.DataFrame({"entry": range(len(entries)), "key_hash": entries["key_hash"],
                               "phy_offset": entries["phy_offset"], "time_diff_s": entries["time_diff_s"],
                               "prev_index": entries["prev_index"]}).iloc[1:]

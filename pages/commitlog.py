@@ -5,11 +5,10 @@ import streamlit as st
 
 from app import figures
 from app.commitlog_data import browse_records, segment_map, snap_to_record
-from app.hexview import annotate_record, check_record, hex_rows
+from app.hexview import annotate_record, check_record, hex_rows, record_body
 from app.paths import parse_int
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import body_viewer, frame
-from store.codec.message import decode_message
 
 st.title("CommitLog")
 handle = current_handle()
@@ -57,7 +56,7 @@ st.header("One record, byte by byte")
 record_offsets = [r["phy_offset"] for r in rows if r.get("kind") == "RECORD"]
 if record_offsets:
     chosen = st.selectbox("Record at physical offset", record_offsets, key="cl_record")
-    raw = store.commit_log.read_record(chosen)
+    raw = store.inspect.record_bytes(chosen)
     try:
         fields = annotate_record(raw)
         check = check_record(raw, chosen)
@@ -74,6 +73,6 @@ if record_offsets:
         st.subheader("Hex dump")
         frame(pd.DataFrame(hex_rows(raw, fields, chosen)))
         st.subheader("Body")
-        body_viewer(decode_message(raw).body, "cl_body")
+        body_viewer(record_body(raw), "cl_body")
 else:
     st.caption("No records on this page.")

@@ -11,10 +11,9 @@ st.title("Index")
 handle = current_handle()
 store = handle.store
 handle.refresh()
-index_service = store.index_service
 slots = store.config.max_hash_slot_num
-headers = header_table(index_service) if index_service is not None else None
-if headers is None or headers.empty:
+headers = header_table(store)
+if headers.empty:
     st.info("This store has no index files.")
 else:
     st.caption(f"{len(headers)} file(s); {slots:,} hash slots and {store.config.max_index_num:,} "
@@ -22,7 +21,7 @@ else:
     frame(headers)
     name = st.selectbox("Index file", list(headers["file"]), index=len(headers) - 1, key="ix_file")
     try:
-        per_slot = entries_per_slot(index_service.entries(name), slots)
+        per_slot = entries_per_slot(store.inspect.index_entries(name), slots)
     except EXPECTED_ERRORS as error:
         user_error(error)
     else:

@@ -16,6 +16,7 @@ from store.codec.message import MessageRecord, decode_message
 from store.codec.msgid import decode_message_id
 from store.commitlog.commit_log import RecordTooLargeForSegment
 from store.config import StoreConfig
+from store.inspect.live import StoreInspector
 from store.errors import MessageNotFoundError, ReadOnlyStoreError, StoreClosedError
 from store.lookups import LookupsMixin
 from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
@@ -68,6 +69,11 @@ class MessageStore(LookupsMixin):
         self._noted_queues: set[tuple[str, int]] = set()
         self.topics_dirty = False
         self.services = StoreServices(self)
+        # The dashboard, the tour and the CLI read internals only through this (store/inspect/).
+        self.inspect = StoreInspector(
+            config=self.config, commit_log=self.commit_log, consume_queues=self.consume_queues,
+            index_service=self.index_service, recovery_report=self.recovery_report,
+            reput_offset_of=lambda: self.services.reput.reput_offset)
 
     # -- lifecycle -------------------------------------------------------------------------------
 

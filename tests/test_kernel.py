@@ -215,7 +215,7 @@ def _random_message(rng: random.Random):
 @pytest.mark.skipif(kernel.encode_put is None, reason="the C kernel is not built")
 @pytest.mark.parametrize("style", ["4.9", "5.x"])
 def test_encode_put_matches_the_python_path(style):
-    from store import put_path
+    from store.commitlog import put_path
     rng = random.Random(11 if style == "4.9" else 12)
     settings = put_path.PutSettings("127.0.0.1:10911", 4096, style, style == "5.x",
                                     (1000, 5000), 1 << 20)
@@ -243,7 +243,7 @@ def test_encode_put_matches_the_python_path(style):
 def test_encode_put_orders_many_properties_like_java_hashmap():
     from itertools import product
 
-    from store import put_path
+    from store.commitlog import put_path
     from store.api import Message
     rng = random.Random(13)
     colliding = ["".join(parts) for parts in product(["Aa", "BB"], repeat=4)]   # one Java hash

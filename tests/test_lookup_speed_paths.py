@@ -131,7 +131,7 @@ def test_memo_is_used_for_the_first_probes_only():
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_query_key_hash_is_index_key_hash(monkeypatch, compiled):
-    from store import index_file
+    from store.index import index_file
     if not compiled:
         monkeypatch.setattr(index_file, "_native_hashes", None)
     elif index_file._native_hashes is None:

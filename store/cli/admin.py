@@ -9,9 +9,9 @@ from dataclasses import asdict
 
 from store.cli.common import (UsageError, open_store, print_json, print_kv, print_table,
                               resolve_config)
+from store.inspect.raw import DUMP_LIMIT_DEFAULT, dump_index_entries, dump_queue_units, dump_records
+from store.tools.rebuild_index import rebuild_index
 
-DUMP_LIMIT_DEFAULT = 100
-REBUILD_BATCH = 256
 
 
 # -- dump -----------------------------------------------------------------------------------------
@@ -21,8 +21,17 @@ def cmd_dump(args) -> int:
     if args.limit < 1:
         raise UsageError("--limit must be >= 1")
     config = resolve_config(args)
-    rows = {"records": _dump_records, "consume-queue": _dump_cq, "index": _dump_index}[args.kind](
-        args, config)
+    if args.kind == "records":
+        rows = dump_records(config, start_phy_offset=args.start or 0, limit=args.limit,
+                            verify=args.verify)
+    elif args.kind == "consume-queue":
+        if args.topic is None or args.queue is None:
+            raise UsageError("dump consume-queue needs --topic and --queue")
+        rows = dump_queue_units(config, args.topic, args.queue, start_queue_offset=args.start or 0,
+                                limit=args.limit, verify=args.verify)
+    else:
+        rows = dump_index_entries(config, file_name=args.file, start_entry=args.start or 0,
+                                  limit=args.limit)
     columns = list(rows[0]) if rows else []
     if args.json:
         print_json(rows)
@@ -31,106 +40,6 @@ def cmd_dump(args) -> int:
     if args.verify and any(row.get("valid") is False for row in rows):
         return 1
     return 0
-
-
-def _dump_records(args, config) -> list[dict]:
-    from store.check.commitlog import CommitLogView, body_crc_matches, iter_records
-    from store.codec import message as msgcodec
-    rows = []
-    with CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) as view:
-        for phy_offset, result in iter_records(view, args.start or 0):
-            if len(rows) >= args.limit:
-                break
-            segment = view.find(phy_offset)
-            position = phy_offset - segment.file_from_offset
-            row = {"phyOffset": phy_offset, "file": os.path.basename(segment.path),
-                   "position": position, "kind": result.kind, "size": result.size}
-            if result.kind == msgcodec.CHECK_RECORD:
-                r = result.request
-                row.update(topic=r.topic, queueId=r.queue_id, queueOffset=r.consume_queue_offset,
-                           storeTimestamp=r.store_timestamp, tagsCode=r.tags_code, keys=r.keys,
-                           uniqKey=r.uniq_key, sysFlag=r.sys_flag)
-                if args.verify:
-                    row["valid"] = body_crc_matches(segment.buffer, position) and \
-                        r.commit_log_offset == phy_offset
-            elif result.kind == msgcodec.CHECK_INVALID and args.verify:
-                row["valid"] = False
-            rows.append(row)
-    return rows
-
-
-def _dump_cq(args, config) -> list[dict]:
-    import numpy as np
-
-    from store.check.commitlog import CommitLogView
-    from store.codec import message as msgcodec
-    from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
-    if args.topic is None or args.queue is None:
-        raise UsageError("dump consume-queue needs --topic and --queue")
-    queue_dir = os.path.join(config.consume_queue_dir, args.topic, str(args.queue))
-    if not os.path.isdir(queue_dir):
-        raise UsageError(f"no consume queue directory {queue_dir}")
-    start = args.start or 0
-    rows = []
-    view = CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) \
-        if args.verify else None
-    try:
-        for name in sorted(n for n in os.listdir(queue_dir) if n.isdigit() and len(n) == 20):
-            with open(os.path.join(queue_dir, name), "rb") as handle:
-                data = handle.read()
-            units = np.frombuffer(data, dtype=CQ_UNIT_DTYPE, count=len(data) // CQ_UNIT_SIZE)
-            first = int(name) // CQ_UNIT_SIZE
-            for index in range(max(0, start - first), len(units)):
-                if len(rows) >= args.limit:
-                    return rows
-                phy, size, tags = (int(v) for v in units[index])
-                if phy == 0 and size == 0 and tags == 0:
-                    break            # end of the queue
-                row = {"queueOffset": first + index, "file": name, "position": index * CQ_UNIT_SIZE,
-                       "phyOffset": phy, "size": size, "tagsCode": tags}
-                if view is not None:
-                    result = view.check_at(phy)
-                    row["valid"] = result.kind == msgcodec.CHECK_RECORD and result.size == size \
-                        and result.request.topic == args.topic \
-                        and result.request.consume_queue_offset == first + index
-                rows.append(row)
-    finally:
-        if view is not None:
-            view.close()
-    return rows
-
-
-def _dump_index(args, config) -> list[dict]:
-    import mmap
-
-    from store.codec.index_codec import ENTRY_STRUCT, decode_header, entry_position, index_file_size
-    directory = config.index_dir
-    names = sorted(n for n in os.listdir(directory) if n.isdigit()) if os.path.isdir(directory) else []
-    if args.file:
-        if args.file not in names:
-            raise UsageError(f"no index file {args.file!r} in {directory}")
-        names = [args.file]
-    slots, entries = config.max_hash_slot_num, config.max_index_num
-    rows = []
-    for name in names:
-        path = os.path.join(directory, name)
-        size = os.path.getsize(path)
-        if size != index_file_size(slots, entries):
-            rows.append({"file": name, "entry": None, "error": f"size {size} does not match config"})
-            continue
-        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), size,
-                                                   access=mmap.ACCESS_READ) as buffer:
-            header = decode_header(buffer)
-            count = min(max(header.index_count, 1), entries)
-            for number in range(max(1, args.start or 0), count):
-                if len(rows) >= args.limit:
-                    return rows
-                key_hash, phy, diff, prev = ENTRY_STRUCT.unpack_from(
-                    buffer, entry_position(slots, number))
-                rows.append({"file": name, "entry": number, "keyHash": key_hash, "slot":
-                             key_hash % slots, "phyOffset": phy, "timeDiffS": diff, "prevIndex": prev,
-                             "storeTimeMs": header.begin_timestamp + diff * 1000})
-    return rows
 
 
 # -- check ----------------------------------------------------------------------------------------
@@ -178,7 +87,7 @@ def cmd_recover(args) -> int:
         pointers = store.pointers()
     out = {"recovery": report, "pointers": pointers}
     if args.rebuild_index:
-        out["rebuildIndex"] = _rebuild_index(config)
+        out["rebuildIndex"] = rebuild_index(config)
         if old_index is not None:
             shutil.rmtree(old_index, ignore_errors=True)
     if args.json:
@@ -210,62 +119,12 @@ def _set_index_aside(config) -> str | None:
     return aside
 
 
-def _rebuild_index(config) -> dict:
-    """Index every record of the (recovered, closed) store into a fresh index/ (spec §5.6).
-
-    RocketMQ never rebuilds a deleted index/: dispatch resumes from the consume queues, so old
-    messages stay unfindable by key. Here the whole log is read again, under the store lock.
-    """
-    from store.check.commitlog import CommitLogView, iter_records
-    from store.meta.checkpoint import CheckpointFile
-    from store.codec import message as msgcodec
-    from store.index.index_service import IndexService
-    from store.meta.lockfile import StoreLock
-    from store.recovery.loader import detect_store_format
-    root = config.store_path_root_dir
-    staging = config.index_dir + ".rebuild"
-    shutil.rmtree(staging, ignore_errors=True)
-    full_file_end_ms = [0]
-    records = 0
-    with StoreLock(root):
-        service = IndexService(staging, config.max_hash_slot_num, config.max_index_num,
-                               read_only=False, on_file_full=lambda ts: full_file_end_ms.__setitem__(
-                                   0, max(full_file_end_ms[0], ts)))
-        try:
-            with CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) as view:
-                batch = []
-                for _phy, result in iter_records(view, check_crc=config.check_crc_on_recover):
-                    if result.kind != msgcodec.CHECK_RECORD:
-                        continue
-                    batch.append(result.request)
-                    records += 1
-                    if len(batch) >= REBUILD_BATCH:
-                        service.build_index(batch)
-                        batch = []
-                if batch:
-                    service.build_index(batch)
-            files = len(service.files)
-            service.flush()
-        finally:
-            service.close()
-        shutil.rmtree(config.index_dir, ignore_errors=True)
-        if os.path.isdir(staging):
-            os.replace(staging, config.index_dir)
-        style = config.store_format if config.store_format != "auto" else \
-            detect_store_format(root, config.commit_log_dir)
-        checkpoint = CheckpointFile(config.checkpoint_path, read_only=False, style=style)
-        checkpoint.load()
-        checkpoint.index_msg_timestamp = full_file_end_ms[0]
-        checkpoint.flush()
-    return {"records": records, "indexFiles": files, "indexMsgTimestamp": full_file_end_ms[0]}
-
-
 # -- clean ----------------------------------------------------------------------------------------
 
 def cmd_clean(args) -> int:
     with open_store(args, read_only=False) as store:
         result = asdict(store.clean_expired_files(force=args.force))
-        result["minPhyOffsetAfter"] = store.commit_log.min_offset()
+        result["minPhyOffsetAfter"] = store.pointers()["min_phy_offset"]
     if args.json:
         print_json(result)
     else:

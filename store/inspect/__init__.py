@@ -1,0 +1,21 @@
+"""The inspection API: read-only views of the store's internals, for the dashboard, the CLI and the tour.
+
+Two doors, one per situation an operator is in:
+
+| module  | holds                                                                                  |
+|---------|----------------------------------------------------------------------------------------|
+| `live`  | `StoreInspector`, reached as `MessageStore.inspect` on an opened store: segments with    |
+|         | their pointers, records from a physical offset, raw record bytes, consume-queue units,  |
+|         | index headers, entries and chain walks, recovery and dispatch state                     |
+| `raw`   | functions over a store *directory* that need no open store (`rmqstore dump`): records,   |
+|         | consume-queue units and index entries as the files hold them, even when the engine      |
+|         | refuses to open the store                                                               |
+
+Every result is a plain value (dataclass, dict row, numpy array or bytes) that the caller may keep;
+nothing here writes, and every walk is bounded. The UI (`app/`, `pages/`) and the CLI's dump commands
+use this package instead of the commit log, consume queues, index service or mapped files.
+
+May import: the structures (`store.commitlog`, `store.consumequeue`, `store.index`, `store.mappedfile`),
+`store.check` (its raw commit-log view), `store.codec`, `store.kernel`, `store.errors`. Never the
+services, and never `store.message_store` (which builds a `StoreInspector` from its parts).
+"""

@@ -1,0 +1,119 @@
+"""Store files read as they are, for `rmqstore dump`: no open store needed.
+
+Like Kafka's dump-log tool, these work on a directory the engine refuses to open (a torn tail, a
+wrong-sized index file): they map the files read-only and decode them with the codecs. Every function
+returns at most `limit` rows (dicts with the column names mqadmin-style tools print).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+import numpy as np
+
+from store.check.commitlog import CommitLogView, body_crc_matches, iter_records
+from store.codec import message as msgcodec
+from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from store.codec.index_codec import ENTRY_STRUCT, decode_header, entry_position, index_file_size
+from store.errors import StoreError
+
+__all__ = ["DUMP_LIMIT_DEFAULT", "dump_index_entries", "dump_queue_units", "dump_records"]
+
+DUMP_LIMIT_DEFAULT = 100
+
+
+def dump_records(config, *, start_phy_offset: int = 0, limit: int = DUMP_LIMIT_DEFAULT,
+                 verify: bool = False) -> list[dict]:
+    """Up to `limit` rows from `start_phy_offset`: every record, BLANK filler and the first invalid
+    spot, as `checkMessageAndReturnSize` sees them. `verify` adds `valid` (BODYCRC and PHYSICALOFFSET)."""
+    rows = []
+    with CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) as view:
+        for phy_offset, result in iter_records(view, start_phy_offset):
+            if len(rows) >= limit:
+                break
+            segment = view.find(phy_offset)
+            position = phy_offset - segment.file_from_offset
+            row = {"phyOffset": phy_offset, "file": os.path.basename(segment.path),
+                   "position": position, "kind": result.kind, "size": result.size}
+            if result.kind == msgcodec.CHECK_RECORD:
+                r = result.request
+                row.update(topic=r.topic, queueId=r.queue_id, queueOffset=r.consume_queue_offset,
+                           storeTimestamp=r.store_timestamp, tagsCode=r.tags_code, keys=r.keys,
+                           uniqKey=r.uniq_key, sysFlag=r.sys_flag)
+                if verify:
+                    row["valid"] = body_crc_matches(segment.buffer, position) and \
+                        r.commit_log_offset == phy_offset
+            elif result.kind == msgcodec.CHECK_INVALID and verify:
+                row["valid"] = False
+            rows.append(row)
+    return rows
+
+
+def dump_queue_units(config, topic: str, queue_id: int, *, start_queue_offset: int = 0,
+                     limit: int = DUMP_LIMIT_DEFAULT, verify: bool = False) -> list[dict]:
+    """Up to `limit` units of one file consume queue from `start_queue_offset`, read from its files.
+    `verify` adds `valid`: the unit points at a record start of that size, topic and queue offset."""
+    queue_dir = os.path.join(config.consume_queue_dir, topic, str(queue_id))
+    if not os.path.isdir(queue_dir):
+        raise StoreError(f"no consume queue directory {queue_dir}")
+    start = start_queue_offset
+    rows = []
+    view = CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) \
+        if verify else None
+    try:
+        for name in sorted(n for n in os.listdir(queue_dir) if n.isdigit() and len(n) == 20):
+            with open(os.path.join(queue_dir, name), "rb") as handle:
+                data = handle.read()
+            units = np.frombuffer(data, dtype=CQ_UNIT_DTYPE, count=len(data) // CQ_UNIT_SIZE)
+            first = int(name) // CQ_UNIT_SIZE
+            for index in range(max(0, start - first), len(units)):
+                if len(rows) >= limit:
+                    return rows
+                phy, size, tags = (int(v) for v in units[index])
+                if phy == 0 and size == 0 and tags == 0:
+                    break            # end of the queue
+                row = {"queueOffset": first + index, "file": name, "position": index * CQ_UNIT_SIZE,
+                       "phyOffset": phy, "size": size, "tagsCode": tags}
+                if view is not None:
+                    result = view.check_at(phy)
+                    row["valid"] = result.kind == msgcodec.CHECK_RECORD and result.size == size \
+                        and result.request.topic == topic \
+                        and result.request.consume_queue_offset == first + index
+                rows.append(row)
+    finally:
+        if view is not None:
+            view.close()
+    return rows
+
+
+def dump_index_entries(config, *, file_name: str | None = None, start_entry: int = 0,
+                       limit: int = DUMP_LIMIT_DEFAULT) -> list[dict]:
+    """Up to `limit` entries of the index files (or of `file_name`), from entry `start_entry`."""
+    directory = config.index_dir
+    names = sorted(n for n in os.listdir(directory) if n.isdigit()) if os.path.isdir(directory) else []
+    if file_name:
+        if file_name not in names:
+            raise StoreError(f"no index file {file_name!r} in {directory}")
+        names = [file_name]
+    slots, entries = config.max_hash_slot_num, config.max_index_num
+    rows = []
+    for name in names:
+        path = os.path.join(directory, name)
+        size = os.path.getsize(path)
+        if size != index_file_size(slots, entries):
+            rows.append({"file": name, "entry": None, "error": f"size {size} does not match config"})
+            continue
+        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), size,
+                                                   access=mmap.ACCESS_READ) as buffer:
+            header = decode_header(buffer)
+            count = min(max(header.index_count, 1), entries)
+            for number in range(max(1, start_entry), count):
+                if len(rows) >= limit:
+                    return rows
+                key_hash, phy, diff, prev = ENTRY_STRUCT.unpack_from(
+                    buffer, entry_position(slots, number))
+                rows.append({"file": name, "entry": number, "keyHash": key_hash, "slot":
+                             key_hash % slots, "phyOffset": phy, "timeDiffS": diff, "prevIndex": prev,
+                             "storeTimeMs": header.begin_timestamp + diff * 1000})
+    return rows
