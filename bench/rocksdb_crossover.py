@@ -3,7 +3,7 @@
 Builds a throw-away database with the real §13 layout (store.codec.rocksdb_cq), several queues
 interleaved, then times reading N consecutive units of one queue both ways for N = 1 .. 1024 at random
 start offsets, on a warm cache. Prints a table; the crossover justifies
-`store.consume_queue_rocksdb.MULTI_GET_MAX_UNITS`. Not run by the tests:
+`store.consumequeue.rocksdb.queue_store.MULTI_GET_MAX_UNITS`. Not run by the tests:
 
     python bench/rocksdb_crossover.py [--units-per-queue 200000] [--repeats 300]
 """

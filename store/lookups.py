@@ -77,7 +77,7 @@ class LookupsMixin:
         `CommitLog.store_timestamp_at` on the live segments, which gives the same answers.
 
         On a writable store it carries `memo` (this store's dict phy offset -> store time) and
-        `floor` (the commit log's start): the searches of store.consume_queue_time remember there
+        `floor` (the commit log's start): the searches of store.consumequeue.time_search remember there
         the times of their first probes, the same units for every search of a file. That is sound
         because a record never changes while the store is open (the commit log only grows;
         recovery, the only thing that truncates it, runs before the store opens), and offsets

@@ -1,4 +1,4 @@
-"""The compiled kernel (store/kernel_c/, the extension store._kernel) against its pure-Python twins and the codec it speeds up."""
+"""The compiled kernel (store/kernel/c/, the extension store.kernel._kernel) against its pure-Python twins and the codec it speeds up."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ needs_native = pytest.mark.skipif(not kernel.COMPILED, reason="the C kernel is n
 def test_kernel_is_built_where_required():
     # .ci/run sets RMQ_REQUIRE_KERNEL=1: CI must exercise the compiled kernel, not only the fallback.
     if os.environ.get("RMQ_REQUIRE_KERNEL") == "1":
-        assert kernel.COMPILED, "store._kernel did not build (pip install -e . needs gcc)"
+        assert kernel.COMPILED, "store.kernel._kernel did not build (pip install -e . needs gcc)"
 
 
 def _random_record(rng: random.Random, *, phy_offset: int = 0) -> bytearray:

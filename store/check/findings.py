@@ -1,4 +1,4 @@
-"""The result type of the store cross-check (`store.check`) and the bounded list that collects it."""
+"""The result type of the store cross-check (`store.check.run`) and the bounded list that collects it."""
 
 from __future__ import annotations
 

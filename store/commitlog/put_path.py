@@ -67,7 +67,7 @@ class PutSettings:
     segment_size_bytes: int
 
     def __post_init__(self):
-        # What the compiled encoder needs, in the order it reads it (see encode_put in store/kernel_c/put.c).
+        # What the compiled encoder needs, in the order it reads it (see encode_put in store/kernel/c/put.c).
         object.__setattr__(self, "kernel_context", (
             _VALID_TOPICS[self.allow_v2_records], _HOST_FIELDS, _host_field(self.store_host),
             self.max_message_size, self.properties_style == "4.9", self.allow_v2_records,

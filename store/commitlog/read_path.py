@@ -8,7 +8,7 @@ more than max(16000, max_msg_nums x 20) bytes of units.
 
 How it is fast (one pull of 32 costs a few dozen Python operations, not a few per message): the
 queue's min, max and window of units come in one call (`pull_window`, file queues), as bytes; the
-scan is planned on the whole window at once (store/read_plan.py: `_plan_unfiltered` on tuples for the common
+scan is planned on the whole window at once (store/commitlog/read_plan.py: `_plan_unfiltered` on tuples for the common
 unfiltered pull, `_plan_window` with numpy for tag filters; a filtered pull reads 4 x max_msg_nums
 + 1 units first and the rest of the window only if the scan goes past them); the records are
 sliced from one segment in one list comprehension (`_slice_records`). Whenever a shortcut cannot

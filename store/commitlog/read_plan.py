@@ -3,7 +3,7 @@
 RocketMQ's scan rules (spec §10.1-10.2) on a whole window at once: the transfer limits (count and bytes,
 in memory or on disk), the caller's byte cap, tag filters and expired records. `_plan_unfiltered` plans
 the common unfiltered pull on tuples, `_plan_window` a tag-filtered one with numpy, `_plan_scan` the
-general case; store/read_path.py reads the planned records and falls back to its unit-by-unit loop
+general case; store/commitlog/read_path.py reads the planned records and falls back to its unit-by-unit loop
 wherever a plan cannot prove RocketMQ's answer (tests/test_read_path.py checks them against it).
 """
 

@@ -2,7 +2,7 @@
 
 Files are named by their creation time, `yyyyMMddHHmmssSSS` in local time, taken from an injectable
 clock; they are kept in ascending name order, the last one is the one being written. The file layout is
-in `store.index_file` / `store.codec.index_codec`.
+in `store.index.index_file` / `store.codec.index_codec`.
 
 | operation                         | spec   | what it does                                                  |
 |-----------------------------------|--------|---------------------------------------------------------------|

@@ -231,7 +231,7 @@ def _java_hashes_py(texts: list[str]) -> np.ndarray:
 
 if COMPILED:
     encode_record = _native.encode_record
-    # store.put_path.encode_for_put's common case in one call (None: let the Python path decide).
+    # store.commitlog.put_path.encode_for_put's common case in one call (None: let the Python path decide).
     encode_put = _native.encode_put
     place = _native.place
     index_hashes = _native.index_hashes

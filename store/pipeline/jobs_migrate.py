@@ -3,7 +3,7 @@
     migrate(store_dir, to="rocksdb")                    # in place (the old queues kept as a backup)
     migrate(store_dir, to="file", out_dir=OTHER_ROOT)   # RocksDB -> files under OTHER_ROOT/consumequeue
 
-The copy is the engine's offline conversion, `store.consume_queue_convert.copy_queues` (what
+The copy is the engine's offline conversion, `store.consumequeue.copy.copy_queues` (what
 `rmqstore`'s non-Spark conversion uses): every unit from each queue's min to its max offset, pre-fill
 units skipped, written through the target backend's own `put_units`, so the target has exactly the
 bytes the engine's dispatch would have written. RocksDB values also keep the record's store time: it is
@@ -12,7 +12,7 @@ read from the commit log (decoded once with the pipeline's vectorised reader).
 Verification reads both sides unit by unit and compares, queue by queue: the set of queues, each
 queue's min and max offset, and every unit (phy_offset, size, tagsCode), plus, where one side is RocksDB,
 the stored store time against the commit log. With Spark the queues are spread over partitions and
-every task opens both stores read-only (RocksDB through a shadow copy, see `store.rocksdb_open`), so the
+every task opens both stores read-only (RocksDB through a shadow copy, see `store.consumequeue.rocksdb.db`), so the
 units are read in parallel and only counts and the first examples reach the driver; with
 `master="none"` the same function runs here.
 

@@ -5,7 +5,7 @@ One queue is a `MappedFileQueue` in `consumequeue/<topic>/<queueId>/`: files of
 (queue offset x 20), holding 20-byte units (layout in `store.codec.cq_unit`). The end of a queue is the
 first invalid (all-zero) unit; `min_logic_offset` (a CQ byte offset) lives only in memory.
 
-The per-store part (the directory scan and the queue table) is `store.consume_queue_file`.
+The per-store part (the directory scan and the queue table) is `store.consumequeue.file.queue_store`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Layout (spec §1, §4.2): `consumequeue/<topic>/<queueId>/<20-digit first CQ byte offset>`, files of
 `mappedFileSizeConsumeQueue` bytes (rounded up to whole 20-byte units). Directory names that are not
-integers are skipped (`Integer.parseInt`). One queue is a `store.file_consume_queue.FileConsumeQueue`.
+integers are skipped (`Integer.parseInt`). One queue is a `store.consumequeue.file.consume_queue.FileConsumeQueue`.
 Files are mapped and their descriptors closed at once, so 16k queues do not use 16k descriptors.
 """
 

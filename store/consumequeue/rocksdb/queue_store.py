@@ -1,6 +1,6 @@
 """[5.x] RocksDB consume queue (`storeType=defaultRocksDB`, spec §13).
 
-One database in `<root>/consumequeue` (opened by `store.rocksdb_open`): the `default` column family
+One database in `<root>/consumequeue` (opened by `store.consumequeue.rocksdb.db`): the `default` column family
 holds one 28-byte value per unit, the `offset` column family per-queue `max`/`min` entries and the
 global CHECKPOINT (byte layouts in `store.codec.rocksdb_cq`). There are no files, so a read is not cut
 at a file boundary and "the file is gone" never happens: a missing unit reads as None.

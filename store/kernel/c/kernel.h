@@ -1,11 +1,11 @@
 /*
- * The compiled kernel's shared declarations: the .c files of store/kernel_c build store._kernel.
+ * The compiled kernel's shared declarations: the .c files of store/kernel/c build store.kernel._kernel.
  *
  * | file      | what                                                                          |
  * |-----------|-------------------------------------------------------------------------------|
  * | crc.c     | zlib's CRC-32 (the system libz found with dlopen, else slicing-by-8 tables)   |
  * | record.c  | encode_record: one commit-log record; place: copy it into a segment            |
- * | put.c     | encode_put: store.put_path.encode_for_put's common case in one call            |
+ * | put.c     | encode_put: store.commitlog.put_path.encode_for_put's common case in one call            |
  * | scan.c    | scan: walk records like checkMessageAndReturnSize, one int64 row per record    |
  * | hash.c    | java_hashes, index_hashes: Java String.hashCode of strings / of index keys     |
  * | module.c  | the method table and module init                                              |

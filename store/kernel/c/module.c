@@ -1,4 +1,4 @@
-/* The module store._kernel: its method table and init (see kernel.h for the files behind it). */
+/* The module store.kernel._kernel: its method table and init (see kernel.h for the files behind it). */
 
 #include "kernel.h"
 
@@ -13,7 +13,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "store._kernel",
+    PyModuleDef_HEAD_INIT, "store.kernel._kernel",
     "Compiled hot loops of the store (see store/kernel.py for the pure-Python twins).", -1, methods,
     NULL, NULL, NULL, NULL,
 };

@@ -1,4 +1,4 @@
-/* encode_put: store.put_path.encode_for_put for the common case, in one call. */
+/* encode_put: store.commitlog.put_path.encode_for_put for the common case, in one call. */
 
 #include "kernel.h"
 
@@ -67,7 +67,7 @@ static uint32_t final_capacity(const uint32_t *spread, int count, uint32_t capac
 
 const char rmq_encode_put_doc[] = (
 "encode_put(message, context, now_ms) -> tuple | None\n\n"
-"store.put_path.encode_for_put for the common case: (record, topic, queue_id, sys_flag,\n"
+"store.commitlog.put_path.encode_for_put for the common case: (record, topic, queue_id, sys_flag,\n"
 "tags_code, keys, uniq_key, store_timestamp_position). None when anything is unusual (a new\n"
 "topic, a DELAY, a bad or odd field, an oversized record...): the Python path then decides,\n"
 "with RocketMQ's status and a sentence.");
