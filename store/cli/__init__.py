@@ -8,6 +8,16 @@ exit 2; `check` exits 1 when it finds errors.
 `rmqstore spark ...` comes from `store.pipeline.cli.add_spark_subcommands(subparsers)`, imported only
 when the first argument is `spark`, so the CLI works without pyspark. That function must add a `spark`
 parser and `set_defaults(func=callable(args) -> int)`.
+
+| module     | holds                                                                      |
+|------------|----------------------------------------------------------------------------|
+| `common`   | config and store resolution from the arguments, output (table, JSON, key-value) |
+| `messages` | produce, pull, queries by key / id / offset / time, consumer offsets         |
+| `admin`    | dump, check, recover (and index rebuild), clean, convert-cq                  |
+
+May import: the facade (`store.message_store`, `store.api`, `store.config`, `store.errors`),
+`store.inspect`, `store.tools`, `store.check.run` (findings), `store.meta.lockfile` (to refuse while a
+broker holds the store), the codecs, and `store.pipeline` only lazily for `spark`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@
 which gives the same answers, only slower: tests/test_kernel.py runs both on the same inputs.
 `RMQ_KERNEL=python` in the environment forces the fallback; `COMPILED` says which one is in use.
 
+The package holds the C sources (`c/*.c`, `c/kernel.h` has their table), the built extension and these
+twins (`scan_groups` groups scan rows by queue). May import: nothing of the store, so that the codecs,
+which use it, stay at the bottom of the import graph.
+
 | function        | what                                                                 |
 |-----------------|----------------------------------------------------------------------|
 | encode_record   | one commit-log record with its BODYCRC (spec §2.1)                   |
