@@ -10,11 +10,12 @@ import random
 
 import pytest
 
-from store import kernel, recovery
+from store import kernel
 from store.codec import message as msgcodec
 from store.codec.properties import encode_properties
 from store.commitlog.commit_log import CommitLog
 from store.mappedfile.mapped_file import offset_to_file_name
+from store.recovery import commitlog_recovery as recovery
 
 SEGMENT = 64 << 10
 
