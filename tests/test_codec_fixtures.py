@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from store.codec import message as m
+from store.codec import record_check
 from store.codec.javahash import tags_code
 from store.codec.msgid import decode_message_id
 from store.codec.properties import decode_properties, encode_properties, java_hashmap_order
@@ -32,7 +33,7 @@ class Walked:
     phy_offset: int
     segment: bytes
     position: int
-    result: m.CheckResult
+    result: record_check.CheckResult
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,12 @@ def walk(fixture: str) -> Walk:
         file_from_offset = int(name)
         position = 0
         while True:
-            result = m.check_message(segment, position, check_crc=True)
-            if result.kind == m.CHECK_BLANK:
+            result = record_check.check_message(segment, position, check_crc=True)
+            if result.kind == record_check.CHECK_BLANK:
                 blanks.append((position, int.from_bytes(segment[position:position + 4], "big"),
                                len(segment)))
                 break
-            if result.kind == m.CHECK_INVALID:
+            if result.kind == record_check.CHECK_INVALID:
                 return Walk(records, blanks, (name, position))
             records.append(Walked(file_from_offset + position, segment, position, result))
             position += result.size
@@ -164,8 +165,8 @@ def test_check_message_gives_the_dispatch_request(fixture):
         if expected is None:
             continue
         # Dispatch does not check the CRC and reads up to the file's read position.
-        result = m.check_message(record.segment, record.position, check_crc=False,
-                                 limit=len(record.segment))
+        result = record_check.check_message(record.segment, record.position, check_crc=False,
+                                            limit=len(record.segment))
         assert result == record.result
         request = result.request
         assert (request.topic, request.queue_id, request.commit_log_offset, request.msg_size,

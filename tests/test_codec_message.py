@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from store.codec import message as m
+from store.codec import record_check as rc
 from store.codec.javahash import tags_code
 from store.codec.properties import encode_properties
 from store.errors import CorruptDataError
@@ -82,8 +83,8 @@ def test_vectors_a_and_b(style, vector):
     assert (decoded.tags, decoded.keys, decoded.key_list, decoded.uniq_key) == \
         ("TagA", "k1 k2", ["k1", "k2"], UNIQ)
     assert (decoded.version, decoded.transaction_type) == (1, m.TRANSACTION_NOT_TYPE)
-    result = m.check_message(vector, 0, check_crc=True)
-    assert (result.kind, result.size) == (m.CHECK_RECORD, len(vector))
+    result = rc.check_message(vector, 0, check_crc=True)
+    assert (result.kind, result.size) == (rc.CHECK_RECORD, len(vector))
     assert result.request == m.DispatchRequest(
         topic="TopicTest", queue_id=1, commit_log_offset=0, msg_size=len(vector), tags_code=2598919,
         store_timestamp=STORE_MS, consume_queue_offset=0, keys="k1 k2", uniq_key=UNIQ, sys_flag=0,
@@ -102,8 +103,8 @@ def test_vector_d_v2_record():
     assert (decoded.magic, decoded.version, len(decoded.topic)) == (m.MESSAGE_MAGIC_V2, 2, 128)
     assert decoded.msg_id == "0A0000010000D4310000000000001000"
     assert decoded.properties == {"a": "b"} and decoded.reconsume_times == 1
-    result = m.check_message(record, 0, check_crc=True)
-    assert result.kind == m.CHECK_RECORD and result.request.consume_queue_offset == 7
+    result = rc.check_message(record, 0, check_crc=True)
+    assert result.kind == rc.CHECK_RECORD and result.request.consume_queue_offset == 7
 
 
 def test_blank_record_of_the_1024_byte_example():
@@ -111,9 +112,9 @@ def test_blank_record_of_the_1024_byte_example():
     segment = bytearray(1024)
     segment[:177] = VECTOR_A
     segment[177:185] = m.encode_blank(1024 - 177)
-    first = m.check_message(segment, 0, check_crc=True)
-    assert (first.kind, first.size) == (m.CHECK_RECORD, 177)
-    assert m.check_message(segment, 177, check_crc=True) == m.CheckResult(m.CHECK_BLANK, 0, None)
+    first = rc.check_message(segment, 0, check_crc=True)
+    assert (first.kind, first.size) == (rc.CHECK_RECORD, 177)
+    assert rc.check_message(segment, 177, check_crc=True) == rc.CheckResult(rc.CHECK_BLANK, 0, None)
     with pytest.raises(CorruptDataError, match="BLANK"):
         m.decode_message(segment, 177)
     for size in (7, 0, -1, 2**31):
@@ -124,8 +125,8 @@ def test_blank_record_of_the_1024_byte_example():
 @pytest.mark.parametrize("cut", range(0, len(VECTOR_A)))
 def test_torn_record_is_invalid(cut):
     torn = VECTOR_A[:cut]
-    assert m.check_message(torn, 0, check_crc=True) == m.CheckResult(m.CHECK_INVALID, -1, None)
-    assert m.check_message(VECTOR_A, 0, check_crc=False, limit=cut).size == -1
+    assert rc.check_message(torn, 0, check_crc=True) == rc.CheckResult(rc.CHECK_INVALID, -1, None)
+    assert rc.check_message(VECTOR_A, 0, check_crc=False, limit=cut).size == -1
     with pytest.raises(CorruptDataError):
         m.decode_message(torn, check_crc=True)
 
@@ -139,8 +140,8 @@ def with_int(record: bytes, position: int, value: int, fmt: str = ">i") -> bytea
 def test_bad_crc():
     record = bytearray(VECTOR_A)
     record[88] ^= 0x01                                   # first body byte
-    assert m.check_message(record, 0, check_crc=True) == m.CheckResult(m.CHECK_INVALID, -1, None)
-    assert m.check_message(record, 0, check_crc=False).kind == m.CHECK_RECORD
+    assert rc.check_message(record, 0, check_crc=True) == rc.CheckResult(rc.CHECK_INVALID, -1, None)
+    assert rc.check_message(record, 0, check_crc=False).kind == rc.CHECK_RECORD
     with pytest.raises(CorruptDataError, match="BODYCRC"):
         m.decode_message(record, check_crc=True)
     assert m.decode_message(record).body == b"iello"
@@ -148,7 +149,7 @@ def test_bad_crc():
 
 def test_empty_body_crc_is_not_checked():
     record = with_int(encode(body=b""), 8, 12345)         # RocketMQ only checks bodies of 1+ bytes
-    assert m.check_message(record, 0, check_crc=True).kind == m.CHECK_RECORD
+    assert rc.check_message(record, 0, check_crc=True).kind == rc.CHECK_RECORD
     assert m.decode_message(record, check_crc=True).body == b""
 
 
@@ -156,35 +157,35 @@ def test_empty_body_crc_is_not_checked():
 def test_length_mismatch(delta):
     total = len(VECTOR_A) + delta
     buf = with_int(VECTOR_A, 0, total) + bytes(16)
-    result = m.check_message(buf, 0, check_crc=True)
-    assert result == m.CheckResult(m.CHECK_INVALID, total, None)
+    result = rc.check_message(buf, 0, check_crc=True)
+    assert result == rc.CheckResult(rc.CHECK_INVALID, total, None)
     with pytest.raises(CorruptDataError, match="TOTALSIZE"):
         m.decode_message(buf)
 
 
 @pytest.mark.parametrize("total", [0, -5])
 def test_non_positive_total_size_is_torn(total):
-    assert m.check_message(with_int(VECTOR_A, 0, total), 0, check_crc=False).size == -1
+    assert rc.check_message(with_int(VECTOR_A, 0, total), 0, check_crc=False).size == -1
 
 
 @pytest.mark.parametrize("buf", [bytes(8), bytes(200), bytes.fromhex("000000b112345678") + bytes(200),
                                  with_int(VECTOR_A, 4, m.MESSAGE_MAGIC_V1 + 1)])
 def test_zeros_and_unknown_magic_are_invalid(buf):
-    assert m.check_message(buf, 0, check_crc=True) == m.CheckResult(m.CHECK_INVALID, -1, None)
+    assert rc.check_message(buf, 0, check_crc=True) == rc.CheckResult(rc.CHECK_INVALID, -1, None)
     with pytest.raises(CorruptDataError, match="magic"):
         m.decode_message(buf)
 
 
 def test_blank_header_only_needs_8_bytes():
     blank = m.encode_blank(4096)
-    assert m.check_message(blank, 0, check_crc=True).kind == m.CHECK_BLANK
-    assert m.check_message(blank[:7], 0, check_crc=True).size == -1
+    assert rc.check_message(blank, 0, check_crc=True).kind == rc.CHECK_BLANK
+    assert rc.check_message(blank[:7], 0, check_crc=True).size == -1
 
 
 def test_negative_topic_length_is_invalid():
     record = bytearray(VECTOR_A)
     record[93] = 0xF7                                    # -9
-    assert m.check_message(record, 0, check_crc=True).size == -1
+    assert rc.check_message(record, 0, check_crc=True).size == -1
     with pytest.raises(CorruptDataError, match="TOPIC LENGTH"):
         m.decode_message(record)
 
@@ -193,7 +194,7 @@ def test_negative_body_and_properties_lengths_mean_empty():
     record = encode(body=b"", properties_raw=b"")
     record = with_int(record, 84, -7)
     struct.pack_into(">h", record, len(record) - 2, -3)
-    assert m.check_message(record, 0, check_crc=True).kind == m.CHECK_RECORD
+    assert rc.check_message(record, 0, check_crc=True).kind == rc.CHECK_RECORD
     decoded = m.decode_message(record, check_crc=True)
     assert (decoded.body, decoded.properties_raw, decoded.properties) == (b"", b"", {})
 
@@ -257,7 +258,7 @@ def test_ipv6_hosts(born, store, sys_flag, expected_flag, size):
     assert decoded.born_host == m.decode_message(encode(born_host=decoded.born_host)).born_host
     assert m.compute_record_size(5, 9, 72, born_v6=bool(expected_flag & 0x10),
                                  store_v6=bool(expected_flag & 0x20)) == size
-    assert m.check_message(record, 0, check_crc=True).request.store_timestamp == STORE_MS
+    assert rc.check_message(record, 0, check_crc=True).request.store_timestamp == STORE_MS
 
 
 def test_ipv6_host_strings():
@@ -283,23 +284,23 @@ def test_patch_message(born):
 def test_schedule_topic_tags_code(level, expected):
     props = {"TAGS": "TagA", "DELAY": level, "REAL_TOPIC": "T", "REAL_QID": "0"}
     record = encode(topic=m.SCHEDULE_TOPIC, properties_raw=encode_properties(props))
-    assert m.check_message(record, 0, check_crc=True).request.tags_code == expected
+    assert rc.check_message(record, 0, check_crc=True).request.tags_code == expected
 
 
 def test_schedule_topic_custom_levels_and_bad_delay():
     record = encode(topic=m.SCHEDULE_TOPIC, properties_raw=encode_properties({"DELAY": "2"}))
-    result = m.check_message(record, 0, check_crc=False, delay_levels_ms=(10, 20))
+    result = rc.check_message(record, 0, check_crc=False, delay_levels_ms=(10, 20))
     assert result.request.tags_code == STORE_MS + 20
-    assert m.check_message(record, 0, check_crc=False, delay_levels_ms=()).request.tags_code == 0
+    assert rc.check_message(record, 0, check_crc=False, delay_levels_ms=()).request.tags_code == 0
     for bad in ("abc", "1.5", " 1", "2147483648", ""):
         record = encode(topic=m.SCHEDULE_TOPIC, properties_raw=b"DELAY\x01" + bad.encode())
-        expected_kind = m.CHECK_RECORD if bad == "" else m.CHECK_INVALID   # "" is not a property
-        assert m.check_message(record, 0, check_crc=False).kind == expected_kind
+        expected_kind = rc.CHECK_RECORD if bad == "" else rc.CHECK_INVALID   # "" is not a property
+        assert rc.check_message(record, 0, check_crc=False).kind == expected_kind
 
 
 def test_no_keys_no_tags():
     record = encode(properties_raw=b"")
-    request = m.check_message(record, 0, check_crc=True).request
+    request = rc.check_message(record, 0, check_crc=True).request
     assert (request.keys, request.uniq_key, request.tags_code, request.properties) == ("", None, 0, {})
     decoded = m.decode_message(record)
     assert (decoded.tags, decoded.keys, decoded.key_list, decoded.uniq_key) == (None, None, [], None)
@@ -318,12 +319,12 @@ def test_buffer_types_and_positions(tmp_path):
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         for buf in (data, bytearray(data), memoryview(data), mapped):
             assert m.decode_message(buf, 100, check_crc=True).body == b"hello"
-            assert m.check_message(buf, 100, check_crc=True, limit=277).size == 177
-            assert m.check_message(buf, 100, check_crc=True, limit=276).size == -1
-            assert m.check_message(buf, 277, check_crc=True, limit=285).kind == m.CHECK_BLANK
+            assert rc.check_message(buf, 100, check_crc=True, limit=277).size == 177
+            assert rc.check_message(buf, 100, check_crc=True, limit=276).size == -1
+            assert rc.check_message(buf, 277, check_crc=True, limit=285).kind == rc.CHECK_BLANK
     with pytest.raises(CorruptDataError):
         m.decode_message(data, -1)
-    assert m.check_message(data, -1, check_crc=True).size == -1
+    assert rc.check_message(data, -1, check_crc=True).size == -1
 
 
 # -- property-based --------------------------------------------------------------------------------
@@ -383,8 +384,8 @@ def test_encode_decode_round_trip(drawn):
     assert decoded.sys_flag & ~0x30 == fields["sys_flag"] & ~0x30
     assert decoded.body_crc == zlib.crc32(fields["body"]) & 0x7FFFFFFF
     assert bytes(reencode(decoded)) == bytes(record)
-    result = m.check_message(record, 0, check_crc=True)
-    assert (result.kind, result.size) == (m.CHECK_RECORD, len(record))
+    result = rc.check_message(record, 0, check_crc=True)
+    assert (result.kind, result.size) == (rc.CHECK_RECORD, len(record))
     request = result.request
     assert (request.topic, request.queue_id, request.commit_log_offset, request.consume_queue_offset,
             request.store_timestamp, request.sys_flag, request.properties) == \
@@ -404,16 +405,16 @@ def decode_or_none(buf):
 
 def assert_consistent(buf):
     """Never another exception; check_message accepts exactly what decode_message accepts."""
-    result = m.check_message(buf, 0, check_crc=True)
-    assert isinstance(result, m.CheckResult)
-    assert result.kind in (m.CHECK_RECORD, m.CHECK_BLANK, m.CHECK_INVALID)
-    assert (result.request is not None) == (result.kind == m.CHECK_RECORD)
-    if result.kind == m.CHECK_INVALID:
+    result = rc.check_message(buf, 0, check_crc=True)
+    assert isinstance(result, rc.CheckResult)
+    assert result.kind in (rc.CHECK_RECORD, rc.CHECK_BLANK, rc.CHECK_INVALID)
+    assert (result.request is not None) == (result.kind == rc.CHECK_RECORD)
+    if result.kind == rc.CHECK_INVALID:
         assert result.size == -1 or 0 < result.size <= len(buf)
     decoded = decode_or_none(buf)
     if decoded is not None and decoded.topic == m.SCHEDULE_TOPIC:
         return                  # only the check parses DELAY (and rejects a non-integer level)
-    assert (decoded is not None) == (result.kind == m.CHECK_RECORD)
+    assert (decoded is not None) == (result.kind == rc.CHECK_RECORD)
     if decoded is not None:
         assert decoded.store_size == result.size
         decoded.msg_id, decoded.key_list  # derived properties never raise
@@ -452,6 +453,6 @@ def test_hot_path_speed():
     encode_us = (time.perf_counter() - started) / rounds * 1e6
     started = time.perf_counter()
     for _ in range(rounds):
-        m.check_message(record, 0, check_crc=True)
+        rc.check_message(record, 0, check_crc=True)
     check_us = (time.perf_counter() - started) / rounds * 1e6
     assert encode_us < 200 and check_us < 300, (encode_us, check_us)

@@ -56,6 +56,7 @@ from store import Message, MessageStore
 from store.tools.check_directory import check_config
 from store.codec import fastjson
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.index_codec import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header
 from store.codec.checkpoint_codec import CHECKPOINT_FILE_SIZE_BYTES, decode_checkpoint, used_bytes
 from store.errors import StoreError
@@ -156,7 +157,7 @@ def _survey(base: Base) -> None:
             end = store.commit_log.max_offset()
             for phy_offset, result in store.commit_log.scan(store.commit_log.min_offset(),
                                                             check_crc=True, limit_offset=end):
-                if result.kind == msgcodec.CHECK_RECORD:
+                if result.kind == record_check.CHECK_RECORD:
                     base.kept.append((phy_offset, bytes(store.commit_log.read_record(phy_offset))))
                     base.last_store_timestamp = max(base.last_store_timestamp,
                                                     result.request.store_timestamp)
@@ -421,14 +422,14 @@ def _commit_log_detectable(original: bytes, damaged: bytes, changed: list[int]) 
     regions = []       # (start, end, unchecked ranges)
     position = 0
     while position < len(original):
-        result = msgcodec.check_message(original, position, check_crc=False, limit=len(original))
-        if result.kind == msgcodec.CHECK_RECORD:
+        result = record_check.check_message(original, position, check_crc=False, limit=len(original))
+        if result.kind == record_check.CHECK_RECORD:
             unchecked = [(position + a, position + b) for a, b in _UNCHECKED_HEADER]
             properties_length = _properties_length(original, position)
             unchecked.append((position + result.size - properties_length, position + result.size))
             regions.append((position, position + result.size, unchecked))
             position += result.size
-        elif result.kind == msgcodec.CHECK_BLANK:
+        elif result.kind == record_check.CHECK_BLANK:
             regions.append((position, len(original), [(position + 8, len(original))]))
             break
         else:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from store.codec import fastjson, java_properties
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.checkpoint_codec import Checkpoint, decode_checkpoint, encode_checkpoint
 from store.codec.cq_unit import pack_unit, unpack_unit, units_from_buffer
 from store.codec.index_codec import (IndexEntry, IndexHeader, decode_entry, decode_header,
@@ -56,9 +57,9 @@ def _decode_record(data: bytes):
 
 
 def _check_record(data: bytes):
-    result = msgcodec.check_message(data, 0, check_crc=True, limit=len(data))
-    assert result.kind in (msgcodec.CHECK_RECORD, msgcodec.CHECK_BLANK, msgcodec.CHECK_INVALID)
-    if result.kind == msgcodec.CHECK_RECORD:
+    result = record_check.check_message(data, 0, check_crc=True, limit=len(data))
+    assert result.kind in (record_check.CHECK_RECORD, record_check.CHECK_BLANK, record_check.CHECK_INVALID)
+    if result.kind == record_check.CHECK_RECORD:
         assert 0 < result.size <= len(data)
 
 

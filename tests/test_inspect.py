@@ -13,6 +13,7 @@ import pytest
 from tests.fixtures_util import copy_store, fixture_dirs, fixture_id, load_dump, store_config
 from store import Message, MessageStore, StoreConfig
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.index_codec import build_key
 from store.errors import StoreError
 from store.inspect.raw import dump_index_entries, dump_queue_units, dump_records
@@ -66,10 +67,10 @@ def test_segment_layouts_count_every_record_and_the_fillers(written):
 def test_records_walk_from_an_offset_and_stop_at_the_cap(written):
     store, results = written
     walked = [(phy, r.size) for phy, r in store.inspect.records(0, check_crc=True)
-              if r.kind == msgcodec.CHECK_RECORD]
+              if r.kind == record_check.CHECK_RECORD]
     assert walked == [(r.wrote_offset, r.wrote_bytes) for r in results]
     capped = list(store.inspect.records(results[3].wrote_offset, check_crc=False, max_records=2))
-    assert [phy for phy, r in capped if r.kind == msgcodec.CHECK_RECORD] == \
+    assert [phy for phy, r in capped if r.kind == record_check.CHECK_RECORD] == \
         [results[3].wrote_offset, results[4].wrote_offset]
 
 
@@ -162,5 +163,5 @@ def test_inspector_agrees_with_the_real_store(fixture, tmp_path):
         counted = sum(store.inspect.segment_layout(s.name).records for s in store.inspect.segments())
         walked = sum(1 for _, r in store.inspect.records(store.pointers()["min_phy_offset"],
                                                          check_crc=False, max_records=10**6)
-                     if r.kind == msgcodec.CHECK_RECORD)
+                     if r.kind == record_check.CHECK_RECORD)
         assert counted >= walked >= dump["totalMessages"] > 0

@@ -10,6 +10,7 @@ import pytest
 
 from store import kernel
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.javahash import java_string_hash
 from store.codec.properties import encode_properties
 
@@ -72,14 +73,14 @@ def _agrees_with_check_message(buf, start, limit, check_crc, result, out):
     count, stop, kind, stop_size = result
     for row in out[:count]:
         pos = int(row[kernel.COL["pos"]])
-        checked = msgcodec.check_message(buf, pos, check_crc=check_crc, limit=limit)
-        if checked.kind == msgcodec.CHECK_INVALID:
+        checked = record_check.check_message(buf, pos, check_crc=check_crc, limit=limit)
+        if checked.kind == record_check.CHECK_INVALID:
             # check_message also judges a SCHEDULE_TOPIC DELAY; the kernel leaves that to its caller.
             topic = bytes(buf[row[kernel.COL["topic_pos"]]:row[kernel.COL["topic_pos"]]
                               + row[kernel.COL["topic_len"]]])
             assert topic == b"SCHEDULE_TOPIC_XXXX"
             continue
-        assert checked.kind == msgcodec.CHECK_RECORD and checked.size == row[kernel.COL["size"]]
+        assert checked.kind == record_check.CHECK_RECORD and checked.size == row[kernel.COL["size"]]
         request = checked.request
         assert request.queue_id == row[kernel.COL["queue_id"]]
         assert request.consume_queue_offset == row[kernel.COL["queue_offset"]]
@@ -95,11 +96,11 @@ def _agrees_with_check_message(buf, start, limit, check_crc, result, out):
     if kind == kernel.STOP_END:
         assert stop >= min(limit, len(buf))
         return
-    checked = msgcodec.check_message(buf, stop, check_crc=check_crc, limit=limit)
+    checked = record_check.check_message(buf, stop, check_crc=check_crc, limit=limit)
     if kind == kernel.STOP_BLANK:
-        assert checked.kind == msgcodec.CHECK_BLANK
+        assert checked.kind == record_check.CHECK_BLANK
     else:
-        assert checked.kind == msgcodec.CHECK_INVALID and checked.size == stop_size
+        assert checked.kind == record_check.CHECK_INVALID and checked.size == stop_size
 
 
 @pytest.mark.parametrize("seed", range(40))

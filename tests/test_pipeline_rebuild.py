@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from store.codec import message as msgcodec
+from store.codec import record_check
 from store.consumequeue.base import STORE_TYPE_ROCKSDB, ConsumeQueueSettings
 from store.consumequeue.factory import open_consume_queue_store
 from store.services.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
@@ -42,10 +42,10 @@ def engine_reput(store_dir: Path, out_dir: Path, settings: RebuildSettings) -> N
     for segment in list_commit_log(store_dir):
         buf, position, ended = map_file(segment.path), 0, False
         while position < len(buf):
-            result = msgcodec.check_message(buf, position, check_crc=False)
-            if result.kind == msgcodec.CHECK_BLANK:
+            result = record_check.check_message(buf, position, check_crc=False)
+            if result.kind == record_check.CHECK_BLANK:
                 break
-            if result.kind != msgcodec.CHECK_RECORD:
+            if result.kind != record_check.CHECK_RECORD:
                 ended = True
                 break
             batch.append(result.request)

@@ -12,6 +12,7 @@ import pytest
 
 from store import kernel
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.properties import encode_properties
 from store.commitlog.commit_log import CommitLog
 from store.mappedfile.mapped_file import offset_to_file_name
@@ -28,7 +29,7 @@ def _reference_scan_valid_end(commit_log, start_index, *, check_crc, report):
     seen = report.scanned_queue_max
     last_file_start = files[-1].file_from_offset
     for phy_offset, result in commit_log.scan(start, check_crc=check_crc):
-        if result.kind == msgcodec.CHECK_RECORD:
+        if result.kind == record_check.CHECK_RECORD:
             process_offset = phy_offset + result.size
             report.last_record_offset = phy_offset
             report.records_checked += 1
@@ -37,7 +38,7 @@ def _reference_scan_valid_end(commit_log, start_index, *, check_crc, report):
                 key = (request.topic, request.queue_id)
                 if request.consume_queue_offset >= seen.get(key, -1):
                     seen[key] = request.consume_queue_offset
-        elif result.kind == msgcodec.CHECK_BLANK:
+        elif result.kind == record_check.CHECK_BLANK:
             if phy_offset >= last_file_start:
                 process_offset = phy_offset
                 report.stop_reason = f"BLANK record in the last segment at {phy_offset}"

@@ -19,6 +19,7 @@ import numpy as np
 
 from store.check.findings import Sink
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.mappedfile.mapped_file import parse_file_name
 
 _INT = struct.Struct(">i")
@@ -38,7 +39,7 @@ class CommitLogView:
 
     def __init__(self, directories, segment_size_bytes: int, delay_levels_ms=None):
         self.segment_size_bytes = segment_size_bytes
-        self.delay_levels_ms = tuple(delay_levels_ms or msgcodec.DEFAULT_DELAY_LEVELS_MS)
+        self.delay_levels_ms = tuple(delay_levels_ms or record_check.DEFAULT_DELAY_LEVELS_MS)
         self.segments: list[Segment] = []
         self.ignored_names: list[str] = []
         self.leftover_names: list[str] = []
@@ -85,14 +86,14 @@ class CommitLogView:
         segment = self.segments[index]
         return segment if phy_offset < segment.file_from_offset + segment.size_bytes else None
 
-    def check_at(self, phy_offset: int, *, check_crc: bool = False) -> msgcodec.CheckResult:
+    def check_at(self, phy_offset: int, *, check_crc: bool = False) -> record_check.CheckResult:
         """RocketMQ's record check at a physical offset (INVALID when no segment holds it)."""
         segment = self.find(phy_offset)
         if segment is None:
-            return msgcodec.CheckResult(msgcodec.CHECK_INVALID, -1, None)
-        return msgcodec.check_message(segment.buffer, phy_offset - segment.file_from_offset,
-                                      check_crc=check_crc, limit=segment.size_bytes,
-                                      delay_levels_ms=self.delay_levels_ms)
+            return record_check.CheckResult(record_check.CHECK_INVALID, -1, None)
+        return record_check.check_message(segment.buffer, phy_offset - segment.file_from_offset,
+                                          check_crc=check_crc, limit=segment.size_bytes,
+                                          delay_levels_ms=self.delay_levels_ms)
 
 
 def body_crc_matches(buffer, position: int) -> bool:
@@ -246,9 +247,9 @@ def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogSc
                      f"{size - position} bytes left at the end of the file: no room for the "
                      f"BLANK record every finished segment ends with")
             return base + position
-        result = msgcodec.check_message(buffer, position, check_crc=False, limit=size,
-                                        delay_levels_ms=view.delay_levels_ms)
-        if result.kind == msgcodec.CHECK_RECORD:
+        result = record_check.check_message(buffer, position, check_crc=False, limit=size,
+                                            delay_levels_ms=view.delay_levels_ms)
+        if result.kind == record_check.CHECK_RECORD:
             _check_record(segment, position, result, sink)
             starts.append(base + position)
             request = result.request
@@ -263,7 +264,7 @@ def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogSc
                 scan.capped = True
                 return base + position
             continue
-        if result.kind == msgcodec.CHECK_BLANK:
+        if result.kind == record_check.CHECK_BLANK:
             blank_size = _INT.unpack_from(buffer, position)[0]
             if blank_size != size - position:
                 sink.add("error", "commitlog", segment.path, position,
@@ -329,9 +330,9 @@ def iter_records(view: CommitLogView, start_phy_offset: int = 0, *, check_crc: b
             return
         result = view.check_at(phy_offset, check_crc=check_crc)
         yield phy_offset, result
-        if result.kind == msgcodec.CHECK_RECORD:
+        if result.kind == record_check.CHECK_RECORD:
             phy_offset += result.size
-        elif result.kind == msgcodec.CHECK_BLANK:
+        elif result.kind == record_check.CHECK_BLANK:
             phy_offset = segment.file_from_offset + segment.size_bytes
         else:
             return

@@ -13,7 +13,7 @@ import numpy as np
 
 from store.check.commitlog import CommitLogView, LogScan
 from store.check.findings import Sink
-from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, PREFILL_SIZE
 from store.mappedfile.mapped_file import parse_file_name
 
@@ -83,7 +83,7 @@ class UnitChecker:
             return
         start = self.scan.is_record_start(phy_offset)
         result = self.view.check_at(phy_offset)
-        if start is False or result.kind != msgcodec.CHECK_RECORD or \
+        if start is False or result.kind != record_check.CHECK_RECORD or \
                 result.request.commit_log_offset != phy_offset:
             sink.add_limited(f"{topic}/{queue_id} units not at record starts", "error",
                              "consumequeue", path, where,

@@ -15,7 +15,7 @@ import numpy as np
 
 from store.check.commitlog import CommitLogView, LogScan
 from store.check.findings import Sink
-from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.index_codec import (ENTRY_DTYPE, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header,
                                      index_file_size)
 from store.codec.javahash import index_key_hash
@@ -161,7 +161,7 @@ def _check_entries(path, entries, header, entries_position, state: _State) -> No
                      f"({scan.end_offset})")
             continue
         result = view.check_at(phy_offset)
-        if scan.is_record_start(phy_offset) is False or result.kind != msgcodec.CHECK_RECORD or \
+        if scan.is_record_start(phy_offset) is False or result.kind != record_check.CHECK_RECORD or \
                 result.request.commit_log_offset != phy_offset:
             sink.add_limited(f"{os.path.basename(path)} entries not at record starts", "error",
                              "index", path, where,

@@ -6,6 +6,7 @@ No I/O and no state: every on-disk layout is decoded and encoded here once, with
 | module              | format (spec section, RocketMQ class)                                      |
 |---------------------|------------------------------------------------------------------------------|
 | `message`           | one commit-log record: encode, patch, decode (§2, `CommitLog`, `MessageDecoder`) |
+| `record_check`      | is a valid record here, and its dispatch request (§2.7, `CommitLog.checkMessageAndReturnSize`) |
 | `properties`        | the PROPERTIES field, in Java `HashMap` order (§2.3)                        |
 | `msgid`             | host fields and the offset message id (§3.1, `MessageDecoder.createMessageId`) |
 | `uniq_key`          | the client's `UNIQ_KEY` (§3.2, `MessageClientIDSetter`)                     |

@@ -1,4 +1,4 @@
-"""One commit-log record: encode, patch, decode and RocketMQ's validity check (spec §2, §14.5-14.7a).
+"""One commit-log record: its layout, encode, patch and decode (spec §2, §14.5-14.7a).
 
 B = 8 (IPv4) or 20 (IPv6, sysflag 0x10) bytes of BORNHOST, S likewise for STOREHOST (sysflag 0x20),
 T = 1 (v1, magic 0xDAA320A7) or 2 (v2, magic 0xDAA320AB, [5.x]). Every integer is signed big-endian.
@@ -39,7 +39,6 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from store.codec import msgid
-from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.properties import MAX_PROPERTIES_LENGTH, decode_properties
 from store.errors import CorruptDataError
 from store.kernel import encode_record
@@ -73,19 +72,13 @@ MAX_TOPIC_LENGTH_V1_BYTES = 127
 MAX_TOPIC_LENGTH_V2_BYTES = 32767
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-PROPERTY_DELAY = "DELAY"
-# messageDelayLevel default "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".
-DEFAULT_DELAY_LEVELS_MS = (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000,
-                           420000, 480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000)
+# TEMP re-export for app/cli, removed by the lead: check_message and CHECK_RECORD/BLANK/INVALID moved
+# to store.codec.record_check, which sets them on this module (importing it here would be a cycle).
 
-CHECK_RECORD = "RECORD"
-CHECK_BLANK = "BLANK"
-CHECK_INVALID = "INVALID"
-
-_SIZE_MAGIC = struct.Struct(">ii")
-_HEAD = struct.Struct(">iiiiiqqi")                          # TOTALSIZE .. SYSFLAG
+SIZE_MAGIC_STRUCT = struct.Struct(">ii")
+HEAD_STRUCT = struct.Struct(">iiiiiqqi")                    # TOTALSIZE .. SYSFLAG
 _OFFSETS = struct.Struct(">qq")                             # QUEUEOFFSET, PHYSICALOFFSET
-_LONG = struct.Struct(">q")
+LONG_STRUCT = struct.Struct(">q")
 _TOPIC_LENGTH = {1: struct.Struct(">b"), 2: struct.Struct(">h")}
 _PROPERTIES_LENGTH = struct.Struct(">h")
 _MAGIC_OF_VERSION = {1: MESSAGE_MAGIC_V1, 2: MESSAGE_MAGIC_V2}
@@ -93,7 +86,7 @@ _VERSION_OF_MAGIC = {MESSAGE_MAGIC_V1: 1, MESSAGE_MAGIC_V2: 2}
 # Whole fixed part (TOTALSIZE .. BODY LENGTH) per (B, S), hosts as one address+port byte string each.
 _FIXED = {(b, s): struct.Struct(f">iiiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
 
-assert _SIZE_MAGIC.size == 8 and _HEAD.size == 40 and _OFFSETS.size == 16
+assert SIZE_MAGIC_STRUCT.size == 8 and HEAD_STRUCT.size == 40 and _OFFSETS.size == 16
 assert _TOPIC_LENGTH[1].size == 1 and _TOPIC_LENGTH[2].size == 2 and _PROPERTIES_LENGTH.size == 2
 assert all(_FIXED[b, s].size == 72 + b + s for b, s in _FIXED)
 assert QUEUE_OFFSET_POSITION + 8 == PHY_OFFSET_POSITION
@@ -200,23 +193,6 @@ class DispatchRequest:
     properties: dict[str, str] | None   # None when dispatch parsed the record in bulk (unread)
 
 
-class CheckResult(NamedTuple):
-    """`kind` is CHECK_RECORD (request set), CHECK_BLANK (size 0) or CHECK_INVALID (size -1 for a
-    torn record or unknown magic, TOTALSIZE for a length mismatch)."""
-
-    kind: str
-    size: int
-    request: DispatchRequest | None = None
-
-    RECORD = CHECK_RECORD
-    BLANK = CHECK_BLANK
-    INVALID = CHECK_INVALID
-
-
-_RESULT_BLANK = CheckResult(CHECK_BLANK, 0, None)
-_RESULT_INVALID = CheckResult(CHECK_INVALID, -1, None)
-
-
 # -- encoding ---------------------------------------------------------------------------------------
 
 def _explain_bad_field(fields: dict[str, tuple[int, int]]) -> str:
@@ -282,19 +258,22 @@ def patch_message(buf, position: int, *, queue_offset: int, phy_offset: int,
     _OFFSETS.pack_into(buf, position + QUEUE_OFFSET_POSITION, queue_offset, phy_offset)
     sys_flag = int.from_bytes(buf[position + SYSFLAG_POSITION:position + SYSFLAG_POSITION + 4],
                               "big", signed=True)
-    _LONG.pack_into(buf, position + store_timestamp_position(sys_flag), store_timestamp)
+    LONG_STRUCT.pack_into(buf, position + store_timestamp_position(sys_flag), store_timestamp)
 
 
 def encode_blank(size: int) -> bytes:
     """The 8 bytes of a BLANK record covering `size` bytes (to the end of the file)."""
     if not END_FILE_MIN_BLANK_LENGTH <= size < 2**31:
         raise ValueError(f"a BLANK record covers 8..2**31-1 bytes, not {size}")
-    return _SIZE_MAGIC.pack(size, BLANK_MAGIC)
+    return SIZE_MAGIC_STRUCT.pack(size, BLANK_MAGIC)
 
 
 # -- decoding ---------------------------------------------------------------------------------------
 
-class _Layout(NamedTuple):
+class FieldLayout(NamedTuple):
+    """Where the fields of one record are: `decode_message` and `record_check.check_message` read
+    through it."""
+
     total_size: int
     magic: int
     version: int
@@ -308,7 +287,7 @@ class _Layout(NamedTuple):
     computed_size: int        # what `calMsgLength` makes of the field lengths (vs TOTALSIZE)
 
 
-def _layout(buf, position: int, end: int) -> _Layout:
+def field_layout(buf, position: int, end: int) -> FieldLayout:
     """Field positions of the message record at `position`, reading nothing at or past `end`.
 
     Raises CorruptDataError for a torn record (including the [5.x] rule: TOTALSIZE past `end`), an
@@ -316,15 +295,15 @@ def _layout(buf, position: int, end: int) -> _Layout:
     """
     if position < 0 or position + 8 > end:
         raise CorruptDataError(None, position, "TOTALSIZE and MAGICCODE run past the end (torn)")
-    total_size, magic = _SIZE_MAGIC.unpack_from(buf, position)
+    total_size, magic = SIZE_MAGIC_STRUCT.unpack_from(buf, position)
     version = _VERSION_OF_MAGIC.get(magic)
     if version is None:
         what = "a BLANK (end of file) record" if magic == BLANK_MAGIC else \
             f"magic {magic & 0xFFFFFFFF:#010x}"
         raise CorruptDataError(None, position + 4, f"{what} where a message record should start")
-    if total_size > end - position or position + _HEAD.size > end:
+    if total_size > end - position or position + HEAD_STRUCT.size > end:
         raise CorruptDataError(None, position, f"TOTALSIZE {total_size} runs past the end (torn)")
-    sys_flag = _HEAD.unpack_from(buf, position)[7]
+    sys_flag = HEAD_STRUCT.unpack_from(buf, position)[7]
     body_length_position = position + 68 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8) + \
         (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8)
     if body_length_position + 4 > end:
@@ -345,8 +324,9 @@ def _layout(buf, position: int, end: int) -> _Layout:
     p = p if p > 0 else 0
     if properties_position + p > end:
         raise CorruptDataError(None, properties_position, "PROPERTIES run past the end (torn)")
-    return _Layout(total_size, magic, version, sys_flag, body_length_position + 4, n, topic_position,
-                   topic_length, properties_position, p, properties_position + p - position)
+    return FieldLayout(total_size, magic, version, sys_flag, body_length_position + 4, n,
+                       topic_position, topic_length, properties_position, p,
+                       properties_position + p - position)
 
 
 def decode_message(buf, position: int = 0, *, check_crc: bool = False) -> MessageRecord:
@@ -356,7 +336,7 @@ def decode_message(buf, position: int = 0, *, check_crc: bool = False) -> Messag
     CRC mismatch (`check_crc`, bodies of 1+ bytes, like RocketMQ) or a TOTALSIZE that differs from
     the field lengths. A negative BODY or PROPERTIES LENGTH means "empty", as in RocketMQ.
     """
-    layout = _layout(buf, position, len(buf))
+    layout = field_layout(buf, position, len(buf))
     b = born_host_size(layout.sys_flag)
     (total_size, magic, body_crc, queue_id, flag, queue_offset, phy_offset, sys_flag, born_timestamp,
      born, store_timestamp, store, reconsume_times, prepared_offset, _) = \
@@ -376,58 +356,3 @@ def decode_message(buf, position: int = 0, *, check_crc: bool = False) -> Messag
         born_timestamp, msgid.host_to_string(born), store_timestamp, msgid.host_to_string(store),
         reconsume_times, prepared_offset, body, topic.decode("utf-8", "replace"),
         decode_properties(properties_raw) if properties_raw else {}, properties_raw)
-
-
-def _java_int(text: str) -> int | None:
-    """`Integer.parseInt(text)`, or None where Java would throw NumberFormatException."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits or not digits.isdecimal():
-        return None
-    value = int(text)
-    return value if -(2**31) <= value < 2**31 else None
-
-
-def check_message(buf, position: int, *, check_crc: bool, limit: int | None = None,
-                  delay_levels_ms=DEFAULT_DELAY_LEVELS_MS) -> CheckResult:
-    """RocketMQ's `checkMessageAndReturnSize` (spec §2.7) on the record at `position` of `buf`.
-
-    `limit` is the first position of `buf` that may not be read (a file's read position). The [5.x]
-    rule applies: a message whose TOTALSIZE reaches past `limit` is torn (size -1); a BLANK only needs
-    its 8 header bytes. `delay_levels_ms` gives SCHEDULE_TOPIC_XXXX records their delivery-time
-    tagsCode (spec §4.3); a DELAY that Java cannot parse makes the record invalid, as in RocketMQ.
-    Never raises for any bytes.
-    """
-    end = len(buf) if limit is None or limit > len(buf) else limit
-    if 0 <= position and position + 8 <= end and \
-            _SIZE_MAGIC.unpack_from(buf, position)[1] == BLANK_MAGIC:
-        return _RESULT_BLANK
-    try:
-        layout = _layout(buf, position, end)
-    except CorruptDataError:                   # RocketMQ's catch-all answers -1
-        return _RESULT_INVALID
-    _, _, body_crc, queue_id, _, queue_offset, phy_offset, sys_flag = _HEAD.unpack_from(buf, position)
-    body_position = layout.body_position
-    if check_crc and layout.body_length and body_crc != \
-            zlib.crc32(buf[body_position:body_position + layout.body_length]) & CRC_MASK:
-        return _RESULT_INVALID
-    store_timestamp = _LONG.unpack_from(buf, position + store_timestamp_position(sys_flag))[0]
-    prepared_offset = _LONG.unpack_from(buf, body_position - 12)[0]
-    topic = bytes(buf[layout.topic_position:layout.topic_position + layout.topic_length]) \
-        .decode("utf-8", "replace")
-    start = layout.properties_position
-    properties = decode_properties(buf[start:start + layout.properties_length]) \
-        if layout.properties_length else {}
-    tags_code = compute_tags_code(properties.get("TAGS"))
-    if topic == SCHEDULE_TOPIC and PROPERTY_DELAY in properties:
-        level = _java_int(properties[PROPERTY_DELAY])
-        if level is None:                      # Integer.parseInt throws; RocketMQ answers -1
-            return _RESULT_INVALID
-        level = min(level, len(delay_levels_ms))
-        if level > 0:
-            tags_code = store_timestamp + delay_levels_ms[level - 1]
-    total_size = layout.total_size
-    if layout.computed_size != total_size:
-        return CheckResult(CHECK_INVALID, total_size if total_size > 0 else -1, None)
-    return CheckResult(CHECK_RECORD, total_size, DispatchRequest(
-        topic, queue_id, phy_offset, total_size, tags_code, store_timestamp, queue_offset,
-        properties.get("KEYS", ""), properties.get("UNIQ_KEY"), sys_flag, prepared_offset, properties))

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.message import DispatchRequest
 from store.codec.msgid import msg_id_prefix
 from store.kernel import place
@@ -299,15 +300,15 @@ class CommitLog:
             if mapped is None:
                 return
             position = phy_offset - mapped.file_from_offset
-            result = msgcodec.check_message(mapped.buffer, position, check_crc=check_crc,
-                                            limit=mapped.read_position)
+            result = record_check.check_message(mapped.buffer, position, check_crc=check_crc,
+                                                limit=mapped.read_position)
             yield phy_offset, result
-            if result.kind == msgcodec.CHECK_RECORD:
+            if result.kind == record_check.CHECK_RECORD:
                 phy_offset += result.size
                 count += 1
                 if max_records is not None and count >= max_records:
                     return
-            elif result.kind == msgcodec.CHECK_BLANK:
+            elif result.kind == record_check.CHECK_BLANK:
                 phy_offset = mapped.file_end_offset
             else:
                 return

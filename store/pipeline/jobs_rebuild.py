@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.message import DispatchRequest
 from store.consumequeue.base import STORE_TYPE_FILE, STORE_TYPE_ROCKSDB, ConsumeQueueSettings
 from store.consumequeue.factory import open_consume_queue_store
@@ -256,8 +257,8 @@ def _mapped(segment_path: str):
 def _engine_request(segment_path: str, position: int) -> DispatchRequest | None:
     """check_message's request for the record at `position` (None when the engine finds it invalid)."""
     buf = _mapped(segment_path)
-    result = msgcodec.check_message(buf, position, check_crc=False)
-    return result.request if result.kind == msgcodec.CHECK_RECORD else None
+    result = record_check.check_message(buf, position, check_crc=False)
+    return result.request if result.kind == record_check.CHECK_RECORD else None
 
 
 # -- the job -------------------------------------------------------------------------------------------

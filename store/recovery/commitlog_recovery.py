@@ -17,6 +17,7 @@ import numpy as np
 
 from store import kernel
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.commitlog.commit_log import CommitLog, is_queued_transaction_type, queued_transaction_mask
 from store.mappedfile.mapped_file import MappedFile
 from store.kernel.scan_groups import queue_groups
@@ -163,11 +164,11 @@ def walk_log(commit_log: CommitLog, start_phy_offset: int, *, check_crc: bool,
         phy_offset = base + stop
         if kind == kernel.STOP_FULL or (kind == kernel.STOP_END and stop >= mapped.file_size_bytes):
             continue      # more rows to read, or the next segment (a record ended the file exactly)
-        result = msgcodec.check_message(buf, stop, check_crc=check_crc, limit=limit)
-        if result.kind == msgcodec.CHECK_RECORD:        # not expected: the kernel stopped short
+        result = record_check.check_message(buf, stop, check_crc=check_crc, limit=limit)
+        if result.kind == record_check.CHECK_RECORD:        # not expected: the kernel stopped short
             yield WALK_RECORD, phy_offset, result
             phy_offset += result.size
-        elif result.kind == msgcodec.CHECK_BLANK:
+        elif result.kind == record_check.CHECK_BLANK:
             yield WALK_BLANK, phy_offset, mapped
             phy_offset = mapped.file_end_offset
         else:
@@ -218,8 +219,8 @@ def _first_rejected_schedule_row(buf, rows, limit: int, check_crc: bool):
         topic_pos = int(rows[index, _TOPIC_POS])
         if buf[topic_pos:topic_pos + len(_SCHEDULE_TOPIC_BYTES)] != _SCHEDULE_TOPIC_BYTES:
             continue
-        result = msgcodec.check_message(buf, int(rows[index, _POS]), check_crc=check_crc, limit=limit)
-        if result.kind != msgcodec.CHECK_RECORD:
+        result = record_check.check_message(buf, int(rows[index, _POS]), check_crc=check_crc, limit=limit)
+        if result.kind != record_check.CHECK_RECORD:
             return index, result
     return None
 

@@ -56,7 +56,7 @@ def detect_store_format(root: str, commit_log_dir: str) -> str:
 
 
 def _first_record_has_trailing_separator(commit_log_dir: str) -> bool:
-    from store.codec.message import CHECK_RECORD, check_message
+    from store.codec.record_check import CHECK_RECORD, check_message
     try:
         names = sorted(n for n in os.listdir(commit_log_dir) if n.isdigit() and len(n) == 20)
     except OSError:

@@ -20,6 +20,7 @@ import numpy as np
 
 from store import kernel
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.message import DispatchRequest
 from store.codec.topic import validate_topic
@@ -279,8 +280,8 @@ class ReputService:
                     topics[raw] = topic
             if delay_pos >= 0 and topic == msgcodec.SCHEDULE_TOPIC:
                 # The delivery time is the tagsCode, and a DELAY Java cannot parse is invalid.
-                result = msgcodec.check_message(buf, position, check_crc=False, limit=position + size)
-                if result.kind == msgcodec.CHECK_RECORD:
+                result = record_check.check_message(buf, position, check_crc=False, limit=position + size)
+                if result.kind == record_check.CHECK_RECORD:
                     append(result.request)
                 else:
                     log.error("dispatch skips a record at %d with an invalid DELAY", phy_offset)

@@ -11,7 +11,7 @@ import os
 import shutil
 
 from store.check.commitlog import CommitLogView, iter_records
-from store.codec import message as msgcodec
+from store.codec import record_check
 from store.index.index_service import IndexService
 from store.meta.checkpoint import CheckpointFile
 from store.meta.lockfile import StoreLock
@@ -41,7 +41,7 @@ def rebuild_index(config) -> dict:
             with CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) as view:
                 batch = []
                 for _phy, result in iter_records(view, check_crc=config.check_crc_on_recover):
-                    if result.kind != msgcodec.CHECK_RECORD:
+                    if result.kind != record_check.CHECK_RECORD:
                         continue
                     batch.append(result.request)
                     records += 1
