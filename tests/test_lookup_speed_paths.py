@@ -31,7 +31,7 @@ from store.consumequeue.time_search import (
     search_nearest,
     search_nearest_units,
 )
-from store.index.index_file import query_key_hash
+from store.index.index_query import query_key_hash
 from store.message_store import FOREVER_MS
 from tests.engine_util import FakeClock, small_config
 
@@ -131,10 +131,10 @@ def test_memo_is_used_for_the_first_probes_only():
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_query_key_hash_is_index_key_hash(monkeypatch, compiled):
-    from store.index import index_file
+    from store.index import index_query
     if not compiled:
-        monkeypatch.setattr(index_file, "_native_hashes", None)
-    elif index_file._native_hashes is None:
+        monkeypatch.setattr(index_query, "_native_hashes", None)
+    elif index_query._native_hashes is None:
         pytest.skip("the compiled kernel is not built")
     assert java_string_hash("polygenelubricants") == -(2 ** 31)
     rng = random.Random(7)

@@ -13,15 +13,14 @@ holds 0 (a brand-new file), and every put writes the header straight into the ma
 so a reader in another process sees a consistent file without a flush.
 
 A read-only file is mapped with ACCESS_READ and re-reads its header before every query, because a
-writer in another process may be appending to it.
+writer in another process may be appending to it. The query side (key hashing, chain walks, the dumps)
+is `store.index.index_query`; this module opens, writes and closes the file.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-import sys
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,74 +39,16 @@ from store.codec.index_codec import (
 )
 from store.codec.javahash import index_key_hash
 from store.errors import CorruptDataError, ReadOnlyStoreError, StoreClosedError
+from store.index.index_query import IndexFileQueries
 from store.mappedfile.mapped_file import create_sparse_file
 
 _pack_entry = ENTRY_STRUCT.pack_into
 _pack_header = HEADER_STRUCT.pack_into
 _pack_slot = SLOT_STRUCT.pack_into
 _unpack_slot = SLOT_STRUCT.unpack_from
-_unpack_entry = ENTRY_STRUCT.unpack_from
-_MASK32 = 0xFFFFFFFF
-_BYTE_ORDER = sys.byteorder
-try:   # the compiled kernel's Java hash of a list of strings: native int32s in a bytes object
-    from store.kernel import COMPILED as _KERNEL_COMPILED
-    from store.kernel import _native as _KERNEL
-    _native_hashes = _KERNEL.java_hashes if _KERNEL_COMPILED else None
-except (ImportError, AttributeError):
-    _native_hashes = None
-_INT32_MIN_UNSIGNED = 0x80000000
-_PREFIX_STATES: dict[str, int] = {}   # "topic#" -> Java hash state after it (unsigned 32-bit)
-_MAX_PREFIX_STATES = 4096
 
 
-def query_key_hash(key_string: str, prefix_length: int = 0) -> int:
-    """`index_key_hash(key_string)` (abs of Java's hashCode, 0 for Integer.MIN_VALUE), faster.
-
-    With the compiled kernel, one C call. Otherwise Java's hash, a left-to-right loop, resumes
-    from the cached state after the first `prefix_length` characters (a query's "topic#", the
-    same for every query of a topic), so only the rest is hashed per query. Non-ASCII strings
-    take `index_key_hash`.
-    """
-    if not key_string.isascii():
-        return index_key_hash(key_string)
-    if _native_hashes is not None:
-        h = int.from_bytes(_native_hashes([key_string]), _BYTE_ORDER)  # unsigned 32-bit
-    else:
-        h = 0
-        rest = key_string
-        if prefix_length:
-            prefix = key_string[:prefix_length]
-            h = _PREFIX_STATES.get(prefix, -1)
-            if h < 0:
-                h = 0
-                for byte in prefix.encode("ascii"):
-                    h = (31 * h + byte) & _MASK32
-                if len(_PREFIX_STATES) >= _MAX_PREFIX_STATES:
-                    _PREFIX_STATES.clear()
-                _PREFIX_STATES[prefix] = h
-            rest = key_string[prefix_length:]
-        for byte in rest.encode("ascii"):
-            h = (31 * h + byte) & _MASK32
-    if h < _INT32_MIN_UNSIGNED:
-        return h
-    return 0 if h == _INT32_MIN_UNSIGNED else (1 << 32) - h
-
-
-@dataclass(frozen=True, slots=True)
-class ChainStep:
-    """One hop of a slot chain, for the teaching view (`IndexFile.walk_chain`)."""
-
-    slot: int
-    entry_number: int
-    key_hash: int
-    phy_offset: int
-    time_diff_s: int
-    store_time_ms: int          # begin_timestamp + time_diff_s * 1000, as the query computes it
-    prev_index: int
-    hash_matches: bool
-
-
-class IndexFile:
+class IndexFile(IndexFileQueries):
     """A single index file. Callers serialize writes (dispatch is single-threaded)."""
 
     def __init__(self, path: str | os.PathLike, max_hash_slot_num: int, max_index_num: int, *,
@@ -255,45 +196,22 @@ class IndexFile:
         buf = self._require_map()
         slots_view = np.frombuffer(buf, dtype=">i4", count=self.max_hash_slot_num,
                                    offset=INDEX_HEADER_SIZE)
-        slots = key_hashes % self.max_hash_slot_num
-        entry_numbers = np.arange(start_count, start_count + count, dtype=np.int64)
-        # Keys grouped by slot, keeping dispatch order inside a group (stable sort).
-        order = np.argsort(slots, kind="stable")
-        sorted_slots = slots[order]
-        first_in_group = np.ones(count, dtype=bool)
-        first_in_group[1:] = sorted_slots[1:] != sorted_slots[:-1]
-        previous = np.empty(count, dtype=np.int64)
-        previous[1:] = entry_numbers[order][:-1]
-        old_values = slots_view[sorted_slots].astype(np.int64)
-        old_values[(old_values <= 0) | (old_values > start_count)] = 0
-        previous[first_in_group] = old_values[first_in_group]
-        prev_index = np.empty(count, dtype=np.int64)
-        prev_index[order] = previous
-        # timeDiff against the header's begin time as it was before each put: the first put of a
-        # fresh file uses the begin time inherited from the previous file (spec §5.7 quirk).
-        begin = self.begin_timestamp
+        prev_index, head_slots, head_entries, new_chains = _chain_batch(
+            key_hashes % self.max_hash_slot_num, slots_view, start_count)
         fresh = start_count <= 1
-        first_ts = int(store_timestamps[0])
-        begins = np.full(count, first_ts if fresh else begin, dtype=np.int64)
-        begins[0] = begin
-        diffs = store_timestamps - begins
-        time_diff = np.where(diffs < 0, -((-diffs) // 1000), diffs // 1000)  # Java truncation
-        time_diff = np.clip(time_diff, 0, 2**31 - 1)
-        time_diff[begins <= 0] = 0
+        time_diff = _time_diffs(store_timestamps, self.begin_timestamp, fresh)
         entries = np.frombuffer(buf, dtype=ENTRY_DTYPE, count=count,
                                 offset=self._entries_position + start_count * INDEX_ENTRY_SIZE)
         entries["key_hash"] = key_hashes
         entries["phy_offset"] = phy_offsets
         entries["time_diff_s"] = time_diff
         entries["prev_index"] = prev_index
-        last_in_group = np.ones(count, dtype=bool)
-        last_in_group[:-1] = sorted_slots[1:] != sorted_slots[:-1]
-        slots_view[sorted_slots[last_in_group]] = entry_numbers[order][last_in_group]
+        slots_view[head_slots] = head_entries
         del slots_view, entries
         if fresh:
             self.begin_phy_offset = int(phy_offsets[0])
-            self.begin_timestamp = first_ts
-        self.hash_slot_count += int(np.count_nonzero(previous[first_in_group] == 0))
+            self.begin_timestamp = int(store_timestamps[0])
+        self.hash_slot_count += new_chains
         self.index_count = start_count + count
         self.end_phy_offset = int(phy_offsets[-1])
         self.end_timestamp = int(store_timestamps[-1])
@@ -316,91 +234,6 @@ class IndexFile:
         self._write_header()
         self._map.flush()
         self.dirty = False
-
-    # -- read --------------------------------------------------------------------------------------
-
-    def select(self, result: list[int], key_string: str, max_num: int, begin_ms: int,
-               end_ms: int, key_hash: int | None = None) -> None:
-        """selectPhyOffset (spec §5.8): append matching phy offsets, newest first, to `result`.
-
-        `key_hash` may be passed precomputed (`query_key_hash(key_string)`; a query walks several
-        files with the same key)."""
-        if self.read_only:
-            self._load_header()
-        buf = self._require_map()
-        index_count = self.index_count
-        if key_hash is None:
-            key_hash = query_key_hash(key_string)
-        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.max_hash_slot_num) * HASH_SLOT_SIZE
-        entry_number = _unpack_slot(buf, slot_pos)[0]
-        if entry_number <= 0 or entry_number > index_count or index_count <= 1:
-            return
-        begin_timestamp = self.begin_timestamp
-        entries_position = self._entries_position
-        # A valid chain visits each entry at most once; the bound also stops a corrupt cycle,
-        # where the broker would loop until max_num (or forever).
-        for _step in range(index_count):
-            if len(result) >= max_num:
-                return
-            if entry_number >= self.max_index_num:
-                return      # only possible in a corrupt file whose indexCount equals maxIndexNum
-            read_hash, read_phy, time_diff_s, prev = _unpack_entry(
-                buf, entries_position + entry_number * INDEX_ENTRY_SIZE)
-            if time_diff_s < 0:
-                return
-            time_ms = begin_timestamp + time_diff_s * 1000
-            if read_hash == key_hash and begin_ms <= time_ms <= end_ms:
-                result.append(read_phy)
-            if prev <= 0 or prev > index_count or prev == entry_number or time_ms < begin_ms:
-                return
-            entry_number = prev
-
-    def walk_chain(self, key_string: str) -> list[ChainStep]:
-        """Every hop of the chain `key_string` hashes to (whatever the time), for the teaching view.
-
-        Follows the same stop rules as `select` except the time window; at most index_count steps.
-        """
-        if self.read_only:
-            self._load_header()
-        buf = self._require_map()
-        key_hash = query_key_hash(key_string)
-        slot = key_hash % self.max_hash_slot_num
-        entry_number = _unpack_slot(buf, INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE)[0]
-        steps: list[ChainStep] = []
-        if entry_number <= 0 or entry_number > self.index_count or self.index_count <= 1:
-            return steps
-        for _step in range(self.index_count):
-            if entry_number >= self.max_index_num:
-                break
-            read_hash, read_phy, time_diff_s, prev = _unpack_entry(
-                buf, self._entries_position + entry_number * INDEX_ENTRY_SIZE)
-            steps.append(ChainStep(slot, entry_number, read_hash, read_phy, time_diff_s,
-                                   self.begin_timestamp + time_diff_s * 1000, prev,
-                                   read_hash == key_hash))
-            if time_diff_s < 0 or prev <= 0 or prev > self.index_count or prev == entry_number:
-                break
-            entry_number = prev
-        return steps
-
-    def slot_table(self) -> np.ndarray:
-        """All hash slots as a native int32 array (a copy, so the map can be closed)."""
-        view = np.frombuffer(self._require_map(), dtype=">i4", count=self.max_hash_slot_num,
-                             offset=INDEX_HEADER_SIZE)
-        return view.astype(np.int32)
-
-    def entries(self) -> np.ndarray:
-        """Entries 0 .. index_count-1 as a structured array (a copy; row number = entry number,
-        row 0 is the unused entry 0)."""
-        if self.read_only:
-            self._load_header()
-        count = min(self.index_count, self.max_index_num)
-        view = np.frombuffer(self._require_map(), dtype=ENTRY_DTYPE, count=count,
-                             offset=self._entries_position)
-        return view.copy()
-
-    def read_bytes(self) -> bytes:
-        """The whole file content (for tests and dumps)."""
-        return bytes(self._require_map())
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -430,3 +263,44 @@ class IndexFile:
         return (f"IndexFile({self.name!r}, index_count={self.index_count}, "
                 f"end_phy_offset={self.end_phy_offset}, end_timestamp={self.end_timestamp})")
 
+
+def _chain_batch(slots: np.ndarray, slot_table: np.ndarray, start_count: int):
+    """The chains of a batch of keys that take entry numbers `start_count`, `start_count` + 1, ...
+    in order, with numpy: (prevIndex of each key, the slots the batch writes, the entry number each
+    of them then holds, how many of them were empty).
+
+    Inside the batch, a key's prevIndex is the previous key of the batch in the same slot, or the
+    slot's value in `slot_table` before the batch (0 when that is out of range).
+    """
+    count = len(slots)
+    entry_numbers = np.arange(start_count, start_count + count, dtype=np.int64)
+    # Keys grouped by slot, keeping dispatch order inside a group (stable sort).
+    order = np.argsort(slots, kind="stable")
+    sorted_slots = slots[order]
+    first_in_group = np.ones(count, dtype=bool)
+    first_in_group[1:] = sorted_slots[1:] != sorted_slots[:-1]
+    previous = np.empty(count, dtype=np.int64)
+    previous[1:] = entry_numbers[order][:-1]
+    old_values = slot_table[sorted_slots].astype(np.int64)
+    old_values[(old_values <= 0) | (old_values > start_count)] = 0
+    previous[first_in_group] = old_values[first_in_group]
+    prev_index = np.empty(count, dtype=np.int64)
+    prev_index[order] = previous
+    last_in_group = np.ones(count, dtype=bool)
+    last_in_group[:-1] = sorted_slots[1:] != sorted_slots[:-1]
+    new_chains = int(np.count_nonzero(previous[first_in_group] == 0))
+    return prev_index, sorted_slots[last_in_group], entry_numbers[order][last_in_group], new_chains
+
+
+def _time_diffs(store_timestamps: np.ndarray, begin_timestamp: int, fresh: bool) -> np.ndarray:
+    """timeDiff (seconds) of each key of a batch against the header's begin time as it was before
+    its put: the first put of a fresh file uses the begin time inherited from the previous file
+    (spec §5.7 quirk), the later ones the first key's store time."""
+    begins = np.full(len(store_timestamps), int(store_timestamps[0]) if fresh else begin_timestamp,
+                     dtype=np.int64)
+    begins[0] = begin_timestamp
+    diffs = store_timestamps - begins
+    time_diff = np.where(diffs < 0, -((-diffs) // 1000), diffs // 1000)  # Java truncation
+    time_diff = np.clip(time_diff, 0, 2**31 - 1)
+    time_diff[begins <= 0] = 0
+    return time_diff

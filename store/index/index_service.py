@@ -26,7 +26,8 @@ import numpy as np
 from store.codec.index_codec import IndexHeader, build_key
 from store.codec.javahash import index_key_hashes_of
 from store.errors import CorruptDataError, ReadOnlyStoreError, StoreError
-from store.index.index_file import ChainStep, IndexFile, query_key_hash
+from store.index.index_file import IndexFile
+from store.index.index_query import ChainStep, query_key_hash
 from store.kernel import java_hashes
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
