@@ -4,6 +4,7 @@
 |-----------------|---------------------------------------------------------------------------|
 | `queue_store`   | `FileConsumeQueueStore`: every queue of the store (RocketMQ's `ConsumeQueueStore`) |
 | `consume_queue` | `FileConsumeQueue`: one queue (RocketMQ's `ConsumeQueue`)                   |
+| `queue_recovery`| where one queue ends: recovery, `truncateDirtyLogicFiles`, following a writer |
 | `mapping`       | mapping a queue's segments only while the queue is in use                   |
 | `time_search`   | `getOffsetInQueueByTime` over one queue's mapped segments                   |
 
