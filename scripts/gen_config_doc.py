@@ -11,7 +11,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from store.config import _PROPERTIES, StoreConfig  # noqa: E402
+from store.config import StoreConfig  # noqa: E402
+from store.config_table import PROPERTIES  # noqa: E402
 
 HEADER = """# Configuration (`StoreConfig`)
 
@@ -28,9 +29,9 @@ def render() -> str:
     defaults = StoreConfig()
     rows = []
     for f in dataclasses.fields(StoreConfig):
-        if f.name not in _PROPERTIES:
+        if f.name not in PROPERTIES:
             continue
-        name, unit = _PROPERTIES[f.name]
+        name, unit = PROPERTIES[f.name]
         value = getattr(defaults, f.name)
         if f.name == "store_path_root_dir":
             value = "~/store"

@@ -3,8 +3,9 @@
 One mechanical rule names the fields: the snake_case of the RocketMQ property name
 (`mappedFileSizeCommitLog` -> `mapped_file_size_commit_log`, `checkCRCOnRecover` -> `check_crc_on_recover`),
 with RocketMQ's default. The exceptions are `store_host` (from `brokerIP1` + `listenPort`) and the
-engine-only `store_format` (`storeFormat` in our files; brokers ignore unknown keys). Units are in the
-table appended to the class docstring (RocketMQ's names carry none).
+engine-only `store_format` (`storeFormat` in our files; brokers ignore unknown keys). RocketMQ's names,
+the units (RocketMQ's names carry none) and the value rules are the table in `store.config_table`;
+names and units are also appended to the class docstring.
 
 Reading follows `MixAll.properties2Object` except that a bad value is an error here (Java's
 `Boolean.parseBoolean` quietly reads "yes" as false): every failure raises ConfigError naming the key and
@@ -22,116 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from store.codec import java_properties
+from store.config_table import ENUM_VALUES, POSITIVE_FIELDS, PROPERTIES
 from store.errors import ConfigError
 
 CQ_UNIT_SIZE_BYTES = 20
 _DEFAULT_ROOT = os.path.join(os.path.expanduser("~"), "store")
-
-# field -> (RocketMQ property name, unit or meaning). Order = order of to_properties().
-_PROPERTIES: dict[str, tuple[str, str]] = {
-    "store_path_root_dir": ("storePathRootDir", "path"),
-    "store_path_commit_log": ("storePathCommitLog", "path(s), comma-separated; None = <root>/commitlog"),
-    "read_only_commit_log_store_paths": ("readOnlyCommitLogStorePaths", "paths, comma-separated"),
-    "mapped_file_size_commit_log": ("mappedFileSizeCommitLog", "bytes"),
-    "mapped_file_size_consume_queue": ("mappedFileSizeConsumeQueue", "bytes (multiple of 20)"),
-    "enable_consume_queue_ext": ("enableConsumeQueueExt", "flag"),
-    "mapped_file_size_consume_queue_ext": ("mappedFileSizeConsumeQueueExt", "bytes"),
-    "bit_map_length_consume_queue_ext": ("bitMapLengthConsumeQueueExt", "bits"),
-    "mapper_file_size_batch_consume_queue": ("mapperFileSizeBatchConsumeQueue", "bytes [5.x]"),
-    "store_type": ("storeType", "default | defaultRocksDB [5.x]"),
-    "max_message_size": ("maxMessageSize", "bytes"),
-    "flush_disk_type": ("flushDiskType", "ASYNC_FLUSH | SYNC_FLUSH"),
-    "broker_role": ("brokerRole", "ASYNC_MASTER | SYNC_MASTER | SLAVE"),
-    "flush_interval_commit_log": ("flushIntervalCommitLog", "ms"),
-    "flush_commit_log_timed": ("flushCommitLogTimed", "flag"),
-    "flush_commit_log_least_pages": ("flushCommitLogLeastPages", "4 KiB pages"),
-    "flush_commit_log_thorough_interval": ("flushCommitLogThoroughInterval", "ms"),
-    "commit_interval_commit_log": ("commitIntervalCommitLog", "ms"),
-    "commit_commit_log_least_pages": ("commitCommitLogLeastPages", "4 KiB pages"),
-    "commit_commit_log_thorough_interval": ("commitCommitLogThoroughInterval", "ms"),
-    "flush_interval_consume_queue": ("flushIntervalConsumeQueue", "ms"),
-    "flush_consume_queue_least_pages": ("flushConsumeQueueLeastPages", "4 KiB pages"),
-    "flush_consume_queue_thorough_interval": ("flushConsumeQueueThoroughInterval", "ms"),
-    "sync_flush_timeout": ("syncFlushTimeout", "ms"),
-    "slave_timeout": ("slaveTimeout", "ms"),
-    "put_message_timeout": ("putMessageTimeout", "ms [5.x]"),
-    "ha_slave_fallbehind_max": ("haSlaveFallbehindMax", "bytes"),
-    "transient_store_pool_enable": ("transientStorePoolEnable", "flag"),
-    "transient_store_pool_size": ("transientStorePoolSize", "buffers"),
-    "fast_fail_if_no_buffer_in_store_pool": ("fastFailIfNoBufferInStorePool", "flag"),
-    "use_reentrant_lock_when_put_message": ("useReentrantLockWhenPutMessage", "flag"),
-    "os_page_cache_busy_time_out_mills": ("osPageCacheBusyTimeOutMills", "ms"),
-    "warm_maped_file_enable": ("warmMapedFileEnable", "flag"),
-    "flush_least_pages_when_warm_maped_file": ("flushLeastPagesWhenWarmMapedFile", "4 KiB pages"),
-    "check_crc_on_recover": ("checkCRCOnRecover", "flag"),
-    "duplication_enable": ("duplicationEnable", "flag"),
-    "message_index_enable": ("messageIndexEnable", "flag"),
-    "message_index_safe": ("messageIndexSafe", "flag"),
-    "max_hash_slot_num": ("maxHashSlotNum", "slots per index file"),
-    "max_index_num": ("maxIndexNum", "entries per index file"),
-    "max_msgs_num_batch": ("maxMsgsNumBatch", "messages (index query cap)"),
-    "default_query_max_num": ("defaultQueryMaxNum", "messages"),
-    "max_transfer_bytes_on_message_in_memory": ("maxTransferBytesOnMessageInMemory", "bytes"),
-    "max_transfer_count_on_message_in_memory": ("maxTransferCountOnMessageInMemory", "messages"),
-    "max_transfer_bytes_on_message_in_disk": ("maxTransferBytesOnMessageInDisk", "bytes"),
-    "max_transfer_count_on_message_in_disk": ("maxTransferCountOnMessageInDisk", "messages"),
-    "access_message_in_memory_max_ratio": ("accessMessageInMemoryMaxRatio", "percent of RAM"),
-    "max_filter_message_size": ("maxFilterMessageSize", "bytes [5.x]"),
-    "travel_cq_file_num_when_get_message": ("travelCqFileNumWhenGetMessage", "files [5.x]"),
-    "offset_check_in_slave": ("offsetCheckInSlave", "flag"),
-    "disk_fall_recorded": ("diskFallRecorded", "flag"),
-    "message_delay_level": ("messageDelayLevel", "space-separated durations (s/m/h/d)"),
-    "flush_delay_offset_interval": ("flushDelayOffsetInterval", "ms"),
-    "file_reserved_time": ("fileReservedTime", "hours"),
-    "delete_when": ("deleteWhen", "hours of day, ';'-separated"),
-    "disk_max_used_space_ratio": ("diskMaxUsedSpaceRatio", "percent (RocketMQ clamps to 10..95)"),
-    "disk_space_warning_level_ratio": ("diskSpaceWarningLevelRatio", "percent"),
-    "disk_space_clean_forcibly_ratio": ("diskSpaceCleanForciblyRatio", "percent"),
-    "clean_resource_interval": ("cleanResourceInterval", "ms"),
-    "delete_commit_log_files_interval": ("deleteCommitLogFilesInterval", "ms"),
-    "delete_consume_queue_files_interval": ("deleteConsumeQueueFilesInterval", "ms"),
-    "destroy_maped_file_interval_forcibly": ("destroyMapedFileIntervalForcibly", "ms"),
-    "redelete_hanged_file_interval": ("redeleteHangedFileInterval", "ms"),
-    "clean_file_forcibly_enable": ("cleanFileForciblyEnable", "flag"),
-    "delete_file_batch_max": ("deleteFileBatchMax", "files [5.x]"),
-    "enable_lmq": ("enableLmq", "flag"),
-    "enable_multi_dispatch": ("enableMultiDispatch", "flag"),
-    "max_lmq_consume_queue_num": ("maxLmqConsumeQueueNum", "queues"),
-    "auto_message_version_on_topic_len": ("autoMessageVersionOnTopicLen", "flag [5.x]"),
-    "enabled_append_prop_crc": ("enabledAppendPropCRC", "flag [5.x]"),
-    "force_verify_prop_crc": ("forceVerifyPropCRC", "flag [5.x]"),
-    "read_un_committed": ("readUnCommitted", "flag [5.x]"),
-    "recheck_reput_offset_from_cq": ("recheckReputOffsetFromCq", "flag [5.x]"),
-    "put_consume_queue_data_by_file_channel": ("putConsumeQueueDataByFileChannel", "flag [5.x]"),
-    "enable_build_consume_queue_concurrently": ("enableBuildConsumeQueueConcurrently", "flag [5.x]"),
-    "rocksdb_cq_double_write_enable": ("rocksdbCQDoubleWriteEnable", "flag [5.x]"),
-    "rocksdb_compression_type": ("rocksdbCompressionType", "codec name [5.x]"),
-    "bottom_most_compression_type_for_consume_queue_store":
-        ("bottomMostCompressionTypeForConsumeQueueStore", "codec name [5.x]"),
-    "clean_rocks_db_dirty_cq_interval_min": ("cleanRocksDBDirtyCQIntervalMin", "minutes [5.x]"),
-    "wake_commit_when_put_message": ("wakeCommitWhenPutMessage", "flag [5.x]"),
-    "wake_flush_when_put_message": ("wakeFlushWhenPutMessage", "flag [5.x]"),
-    "topic_queue_lock_num": ("topicQueueLockNum", "locks [5.x]"),
-    # BrokerConfig values the store uses
-    "broker_cluster_name": ("brokerClusterName", "name"),
-    "long_polling_enable": ("longPollingEnable", "flag"),
-    "short_polling_time_mills": ("shortPollingTimeMills", "ms"),
-    "flush_consumer_offset_interval": ("flushConsumerOffsetInterval", "ms"),
-    "default_topic_queue_nums": ("defaultTopicQueueNums", "queues"),
-    "enable_calc_filter_bit_map": ("enableCalcFilterBitMap", "flag"),
-    "store_host": ("brokerIP1 + listenPort", "ip:port of this broker (in offset msgIds)"),
-    "store_format": ("storeFormat", "engine-only: auto | 4.9 | 5.x"),
-}
-_ENUMS = {
-    "store_type": ("default", "defaultRocksDB"),
-    "flush_disk_type": ("ASYNC_FLUSH", "SYNC_FLUSH"),
-    "broker_role": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
-    "store_format": ("auto", "4.9", "5.x"),
-}
-# Must be > 0: a zero-sized file or table cannot hold anything.
-_POSITIVE = {"mapped_file_size_commit_log", "mapped_file_size_consume_queue",
-             "mapped_file_size_consume_queue_ext", "mapper_file_size_batch_consume_queue",
-             "max_message_size", "max_hash_slot_num", "max_index_num"}
 _DELAY_LEVEL = re.compile(r"\d+[smhd]")
 
 
@@ -251,7 +147,7 @@ class StoreConfig:
     def from_dict(cls, mapping: Mapping[str, Any], **overrides: Any) -> StoreConfig:
         """Build from RocketMQ property names (strings as in broker.conf); unknown keys go to `unknown`.
         `overrides` are snake_case field names and win over the mapping."""
-        by_name = {rocketmq: name for name, (rocketmq, _) in _PROPERTIES.items()}
+        by_name = {rocketmq: name for name, (rocketmq, _) in PROPERTIES.items()}
         values: dict[str, Any] = {}
         unknown: dict[str, str] = {}
         ip, port = None, None
@@ -305,7 +201,7 @@ class StoreConfig:
     def to_dict(self) -> dict[str, str]:
         """RocketMQ property name -> text, every known field (None omitted), then the unknown keys."""
         out: dict[str, str] = {}
-        for name, (rocketmq, _) in _PROPERTIES.items():
+        for name, (rocketmq, _) in PROPERTIES.items():
             value = getattr(self, name)
             if name == "store_host":
                 ip, port = _split_host(name, value)
@@ -358,7 +254,7 @@ def _split_host(name: str, host: str) -> tuple[str, int]:
 
 
 def _parse(name: str, type_name: str, text: str) -> Any:
-    rocketmq = _PROPERTIES[name][0]
+    rocketmq = PROPERTIES[name][0]
     stripped = text.strip()
     if type_name == "bool":
         if stripped.lower() in ("true", "false"):
@@ -377,16 +273,16 @@ def _parse(name: str, type_name: str, text: str) -> Any:
 
 
 def _check(name: str, type_name: str, value: Any) -> None:
-    rocketmq = _PROPERTIES[name][0]
+    rocketmq = PROPERTIES[name][0]
     expected = {"bool": bool, "int": int, "float": (int, float), "str": str, "str | None": (str, type(None))}
     if not isinstance(value, expected[type_name]) or (type_name == "int" and isinstance(value, bool)):
         raise ConfigError(f"{rocketmq} must be {type_name}, got {value!r}")
     if type_name == "int":
-        if value < 0 or (value == 0 and name in _POSITIVE):
-            raise ConfigError(f"{rocketmq} must be {'positive' if name in _POSITIVE else '>= 0'}, "
-                              f"got {value!r}")
-    if name in _ENUMS and value not in _ENUMS[name]:
-        raise ConfigError(f"{rocketmq} must be one of {_ENUMS[name]}, got {value!r}")
+        if value < 0 or (value == 0 and name in POSITIVE_FIELDS):
+            raise ConfigError(f"{rocketmq} must be "
+                              f"{'positive' if name in POSITIVE_FIELDS else '>= 0'}, got {value!r}")
+    if name in ENUM_VALUES and value not in ENUM_VALUES[name]:
+        raise ConfigError(f"{rocketmq} must be one of {ENUM_VALUES[name]}, got {value!r}")
     if name == "message_delay_level" and not all(_DELAY_LEVEL.fullmatch(v) for v in value.split()):
         raise ConfigError(f"messageDelayLevel must be durations like '1s 5m 2h', got {value!r}")
     if name == "store_host":
@@ -399,10 +295,10 @@ def _snake(rocketmq: str) -> str:
 
 
 # Import-time self-checks: the table covers every field, and the naming rule holds.
-assert set(_PROPERTIES) == {f.name for f in dataclasses.fields(StoreConfig)} - {"unknown"}
-assert all(_snake(rocketmq) == name for name, (rocketmq, _) in _PROPERTIES.items()
+assert set(PROPERTIES) == {f.name for f in dataclasses.fields(StoreConfig)} - {"unknown"}
+assert all(_snake(rocketmq) == name for name, (rocketmq, _) in PROPERTIES.items()
            if name not in ("store_host", "store_format"))
 StoreConfig.__doc__ += "\n".join(
     ["", "    | field | RocketMQ name | unit | default |", "    |---|---|---|---|"]
     + [f"    | {n} | {r} | {u} | {f.default!r} |" for f in dataclasses.fields(StoreConfig)
-       if f.name in _PROPERTIES for n, (r, u) in [(f.name, _PROPERTIES[f.name])]])
+       if f.name in PROPERTIES for n, (r, u) in [(f.name, PROPERTIES[f.name])]])

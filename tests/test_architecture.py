@@ -22,7 +22,7 @@ PACKAGES = ("store", "app", "pages")
 RANKS = [
     (0, ("store.errors", "store.kernel")),
     (1, ("store.codec",)),
-    (2, ("store.mappedfile", "store.config", "store.api")),
+    (2, ("store.mappedfile", "store.config", "store.config_table", "store.api")),
     (3, ("store.meta", "store.commitlog", "store.consumequeue", "store.index")),
     (4, ("store.check", "store.recovery")),
     (5, ("store.services",)),

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from store.config import _PROPERTIES, StoreConfig
+from store.config import StoreConfig
+from store.config_table import PROPERTIES
 from store.errors import ConfigError
 from tests.fixtures_util import fixture_dirs, fixture_id, load_dump
 
@@ -37,7 +38,7 @@ def _spec_section_15() -> dict[str, str]:
 
 
 def test_every_spec_property_is_a_field_with_its_default():
-    by_rocketmq = {rocketmq: name for name, (rocketmq, _) in _PROPERTIES.items()}
+    by_rocketmq = {rocketmq: name for name, (rocketmq, _) in PROPERTIES.items()}
     cfg = StoreConfig()
     spec = _spec_section_15()
     assert len(spec) > 80
@@ -74,8 +75,8 @@ def test_defaults_and_derived_paths():
 def test_naming_rule_and_docstring_table():
     for f in dataclasses.fields(StoreConfig):
         if f.name != "unknown":
-            assert f"| {f.name} | {_PROPERTIES[f.name][0]} |" in StoreConfig.__doc__
-    assert _PROPERTIES["check_crc_on_recover"][0] == "checkCRCOnRecover"
+            assert f"| {f.name} | {PROPERTIES[f.name][0]} |" in StoreConfig.__doc__
+    assert PROPERTIES["check_crc_on_recover"][0] == "checkCRCOnRecover"
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_id)
@@ -83,7 +84,7 @@ def test_fixture_properties_match_effective_config(fixture):
     cfg = StoreConfig.from_properties(os.path.join(fixture, "store.properties"),
                                       store_path_root_dir="/tmp/x")
     assert cfg.unknown_keys() == []
-    by_rocketmq = {rocketmq: name for name, (rocketmq, _) in _PROPERTIES.items()}
+    by_rocketmq = {rocketmq: name for name, (rocketmq, _) in PROPERTIES.items()}
     for key, value in load_dump(fixture)["config"].items():
         if key in by_rocketmq and key not in ("storePathRootDir", "storePathCommitLog"):
             assert getattr(cfg, by_rocketmq[key]) == value, key
