@@ -3,6 +3,7 @@
 | module          | holds                                                                     |
 |-----------------|---------------------------------------------------------------------------|
 | `dispatch`      | `ReputService` and the dispatchers: commit log -> consume queues and index |
+| `redispatch`    | after a crash: which records the indexes already hold; indexing directly  |
 | `flush`         | flush and commit services, group commit, the transient store pool         |
 | `long_polling`  | `PullRequestHoldService`: pulls held until a message arrives               |
 | `cleanup`       | expiry of old commit-log segments, consume-queue and index files          |

@@ -8,6 +8,8 @@ Records appended by this process come with their dispatch request already made b
 (`CommitLog.pending_dispatch`), so they are not parsed again; anything else (recovery, a log written by
 another process) is parsed with the spec §2.7 check. Dispatch never reads past the commit log's read
 position, so a record still being copied (or not yet committed from the transient pool) is never seen.
+After a crash, records the indexes already hold are dropped before any request is made
+(`store.services.redispatch`).
 """
 
 from __future__ import annotations
@@ -16,19 +18,15 @@ import logging
 import threading
 from typing import Callable, Protocol, Sequence
 
-import numpy as np
-
 from store import kernel
 from store.codec import message as msgcodec
 from store.codec import record_check
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.message import DispatchRequest
 from store.codec.topic import validate_topic
-from store.commitlog.commit_log import (
-    QUEUED_TRANSACTION_KINDS, CommitLog, is_queued_transaction_type, queued_transaction_mask,
-)
+from store.commitlog.commit_log import QUEUED_TRANSACTION_KINDS, CommitLog, is_queued_transaction_type
 from store.errors import InvalidTopicError
-from store.kernel.scan_groups import queue_groups
+from store.services.redispatch import uncovered_rows
 
 log = logging.getLogger(__name__)
 
@@ -194,17 +192,9 @@ class ReputService:
         return base + stop if count else None
 
     def _uncovered(self, buf, rows, *, may_index_directly: bool):
-        """The rows that still need dispatch requests.
-
-        After a crash, recovery re-dispatches from a checkpoint up to a minute old. Most of those
-        records already have their consume-queue unit, and often their index entries (unless the
-        index files newer than the checkpoint were dropped). The built-in dispatchers would skip
-        them one by one (same rules as here: phy end <= the queue's max phy end; phy offset < the
-        index's endPhyOffset), so such rows are dropped before any request is made. When the rows
-        only lack index entries and nothing is waiting in the batch (`may_index_directly`: log order
-        is kept), their keys are hashed by the kernel and inserted without requests. With any other
-        dispatcher, every row gets a request.
-        """
+        """The rows that still need dispatch requests (`store.services.redispatch`): rows every
+        built-in dispatcher already has are dropped, rows only the index lacks may be indexed
+        directly. With any other dispatcher, every row gets a request."""
         queues = index = queue_dispatcher = None
         for dispatcher in self.dispatchers:
             if type(dispatcher) is ConsumeQueueDispatcher:
@@ -214,56 +204,15 @@ class ReputService:
                 index = dispatcher.index_service
             else:
                 return rows
-        phy = rows[:, _C["phy_offset"]]
-        if queues is not None:
-            queued = queued_transaction_mask(rows[:, _C["sys_flag"]])   # the others get no unit
-            keys, inverse = queue_groups(buf, rows)
-            ends = np.array([queues.get_max_phy_end(topic, queue_id) for topic, queue_id in keys],
-                            dtype=np.int64)
-            in_queues = ~queued | (phy + rows[:, _C["size"]] <= ends[inverse])
-        else:
-            in_queues = np.ones(len(rows), dtype=bool)
-        if not in_queues[0]:
-            return rows                                       # new records: the usual way
-        if queue_dispatcher is not None and queue_dispatcher.on_written is not None:
-            # RocketMQ counts a unit built again as written (the checkpoint's logics time moves
-            # to its store time): remember the last such row for after this batch's dispatch.
-            skipped = np.flatnonzero(queued & in_queues)
-            if len(skipped):
-                last = rows[skipped[-1]]
-                self._last_skipped_unit = (int(last[_C["phy_offset"]]), int(last[_C["store_ts"]]),
-                                           queue_dispatcher)
-        index_end = index.end_phy_offset if index is not None else None
-        in_index = phy < index_end if index is not None else np.ones(len(rows), dtype=bool)
-        # The leading run of rows already in their consume queue.
-        prefix = len(rows) if in_queues.all() else int(np.argmin(in_queues))
-        if may_index_directly and index is not None and not in_index[:prefix].all():
-            if self._index_directly(buf, index, rows[:prefix][~in_index[:prefix]]):
-                self.skipped_covered += int(in_index[:prefix].sum())
-                return rows[prefix:]
-        covered = in_queues & in_index
-        if not covered.any():
-            return rows
-        self.skipped_covered += int(covered.sum())
-        return rows[~covered]
-
-    def _index_directly(self, buf, index, rows) -> bool:
-        """Index entries for `rows` (in the consume queues already) without requests; False when
-        the kernel asks for the Python way (a key or topic that is not ASCII) and for records with
-        a DELAY (a SCHEDULE_TOPIC_XXXX record whose DELAY Java cannot parse is not dispatched)."""
-        if (rows[:, _C["delay_pos"]] >= 0).any():
-            return False
-        capacity = len(rows) + int(((rows[:, _C["keys_len"]] + 1) // 2 + 1).sum())
-        hashes = np.empty(capacity, dtype=np.int64)
-        numbers = np.empty(capacity, dtype=np.int64)
-        count = kernel.index_hashes(buf, np.ascontiguousarray(rows), hashes, numbers)
-        if count < 0:
-            return False
-        numbers = numbers[:count]
-        index.build_index_hashed(hashes[:count], rows[numbers, _C["phy_offset"]],
-                                 rows[numbers, _C["store_ts"]])
-        self.indexed_directly += len(rows)
-        return True
+        coverage = uncovered_rows(
+            buf, rows, consume_queues=queues, index_service=index,
+            may_index_directly=may_index_directly,
+            note_rebuilt_unit=queue_dispatcher is not None and queue_dispatcher.on_written is not None)
+        self.skipped_covered += coverage.covered
+        self.indexed_directly += coverage.indexed_directly
+        if coverage.last_rebuilt_unit is not None:
+            self._last_skipped_unit = (*coverage.last_rebuilt_unit, queue_dispatcher)
+        return coverage.rows
 
     def _requests_from_rows(self, buf, rows, batch: list) -> None:
         topics = self._topic_names
