@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from store.codec.javahash import index_key_hash
-from store.pipeline.commitlog_decoder import COMMITLOG_COLUMNS, COMMITLOG_SCHEMA, END_BLANK, END_INVALID, END_ZEROS
+from store.pipeline.commitlog_decoder import COMMITLOG_COLUMNS, COMMITLOG_SCHEMA
+from store.pipeline.commitlog_scan import END_BLANK, END_INVALID, END_ZEROS
 from store.pipeline.cq_decoder import CQ_SCHEMA
 from store.pipeline.frames import commitlog_table, consume_queue_table, index_table, read_commitlog, read_consume_queues
 from store.pipeline.index_decoder import INDEX_SCHEMAS

@@ -49,7 +49,7 @@ from store.consumequeue.factory import open_consume_queue_store
 from store.services.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
 from store.errors import ConfigError
 from store.index.index_service import IndexService
-from store.pipeline.commitlog_decoder import END_BLANK, END_FILE, END_STOP
+from store.pipeline.commitlog_scan import END_BLANK, END_FILE, END_STOP
 from store.pipeline.layout import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_NUM, config_int, list_commit_log,
                                    read_store_properties)
 from store.pipeline.segment_reader import (DEFAULT_SPLIT_BYTES, SegmentEnd, SegmentReader, SegmentSplit, map_file,
@@ -90,7 +90,7 @@ class RebuildResult:
     master: str
     records: int = 0                 # records dispatched (every type; the index sees them all)
     log_end_offset: int = 0          # phy_offset where dispatch stopped (the recovered log end)
-    end_kind: str = ""               # why it stopped (commitlog_decoder.END_*)
+    end_kind: str = ""               # why it stopped (commitlog_scan.END_*)
     splits: int = 0
     queues: int = 0
     index_files: int = 0

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from store.pipeline.commitlog_decoder import (
-    COMMITLOG_COLUMNS, RecordDecoder, RecordScanner, RowFilter, ScanLayout, walk_records,
-)
+from store.pipeline.commitlog_decoder import COMMITLOG_COLUMNS, RecordDecoder, RowFilter, ScanLayout
+from store.pipeline.commitlog_scan import RecordScanner, walk_records
 from store.pipeline.layout import SegmentFile
 
 DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
@@ -36,7 +35,7 @@ class SegmentSplit:
 
 @dataclass(frozen=True, slots=True)
 class SegmentEnd:
-    """Where a read stopped: `phy_offset` of the first byte not read and why (`commitlog_decoder.END_*`)."""
+    """Where a read stopped: `phy_offset` of the first byte not read and why (`commitlog_scan.END_*`)."""
 
     phy_offset: int
     kind: str
