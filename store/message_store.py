@@ -52,7 +52,6 @@ class MessageStore(LookupsMixin):
         self.recovery_report = parts.recovery
         self.clock_ms = clock_ms
         self.closed = False
-        self.disk_full = False
         cfg = self.config
         self._put_settings = PutSettings(
             store_host=cfg.store_host, max_message_size=cfg.max_message_size,
@@ -67,8 +66,7 @@ class MessageStore(LookupsMixin):
         self._units_per_cq_file = cfg.mapped_file_size_consume_queue // 20
         self._close_lock = threading.Lock()
         self._noted_queues: set[tuple[str, int]] = set()
-        self.topics_dirty = False
-        self.services = StoreServices(self)
+        self.services = StoreServices(parts, confirm_offset_of=self.confirm_offset)
         # The dashboard, the tour and the CLI read internals only through this (store/inspect/).
         self.inspect = StoreInspector(
             config=self.config, commit_log=self.commit_log, consume_queues=self.consume_queues,
@@ -153,7 +151,7 @@ class MessageStore(LookupsMixin):
         if self.config.broker_role == "SLAVE":
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     error="brokerRole is SLAVE: a slave store does not accept puts")
-        if self.disk_full:
+        if self.services.cleanup.disk_full:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     error="disk usage is above the warning level; puts are refused")
         return None
@@ -285,12 +283,10 @@ class MessageStore(LookupsMixin):
         queue_nums = max(queue_id + 1, self.config.default_topic_queue_nums)
         if config is None:
             self.topics.create_topic(topic, queue_nums, queue_nums)
-            self.topics_dirty = True
         elif queue_id >= config.write_queue_nums:
             config.read_queue_nums = max(config.read_queue_nums, queue_id + 1)
             config.write_queue_nums = queue_id + 1
             self.topics.put_topic(config)
-            self.topics_dirty = True
         self._noted_queues.add((topic, queue_id))
 
     def is_known_queue(self, topic: str, queue_id: int) -> bool:
@@ -375,6 +371,11 @@ class MessageStore(LookupsMixin):
             "min_phy_offset": self.commit_log.min_offset(),
             "max_phy_offset": self.commit_log.max_offset(),
         }
+
+    @property
+    def disk_full(self) -> bool:
+        """The last cleanup pass found the disk above diskSpaceWarningLevelRatio: puts are refused."""
+        return self.services.cleanup.disk_full
 
     def confirm_offset(self) -> int:
         """4.9.7: -1 (set only by replication). 5.x: flushed offset (SYNC) or max offset (ASYNC)."""

@@ -241,3 +241,16 @@ def test_every_package_says_what_it_holds_and_may_import(package):
 def test_no_module_over_450_lines(module):
     lines = MODULES[module].read_text(encoding="utf-8").count("\n")
     assert lines <= 450, f"{os.path.relpath(MODULES[module], REPO)} has {lines} lines"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _within(
+    m, "store.services", "store.recovery", "store.commitlog", "store.consumequeue", "store.index",
+    "store.meta", "store.check")))
+def test_parts_and_services_hold_no_back_reference_to_the_store(module):
+    """STYLE "no back-references": a part or a service is handed the parts and callables it needs;
+    none keeps the facade (`self.store`) or reaches into the facade's services (`.services`)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    found = sorted({f"line {node.lineno}: self.{node.attr}" for node in ast.walk(tree)
+                    if isinstance(node, ast.Attribute) and node.attr in ("store", "services")
+                    and isinstance(node.value, ast.Name) and node.value.id == "self"})
+    assert found == []

@@ -77,6 +77,7 @@ class TopicConfigManager:
         self.clock_ms = clock_ms
         self.file = JsonConfigFile(os.path.join(os.fspath(config_dir), TOPICS_FILE), read_only=read_only)
         self.data_version = DataVersion(timestamp=clock_ms())
+        self.dirty = False               # changed since loaded or persisted (shutdown persists it)
         self._topics: dict[str, TopicConfig] = {}
         self.extra_members: dict[str, Any] = {}
         self._loaded_style: str | None = None
@@ -126,6 +127,7 @@ class TopicConfigManager:
                 raise ConfigError(f"{what} of topic {cfg.topic_name!r} must be a non-negative int: {value!r}")
         self._topics[cfg.topic_name] = cfg
         self.data_version.next_version(self.clock_ms())
+        self.dirty = True
 
     def create_topic(self, name: str, read_queue_nums: int, write_queue_nums: int, *,
                      perm: int = PERM_READ | PERM_WRITE) -> TopicConfig:
@@ -147,3 +149,4 @@ class TopicConfigManager:
 
     def persist(self) -> None:
         self.file.persist(self.encode())
+        self.dirty = False

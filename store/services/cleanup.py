@@ -45,9 +45,17 @@ class CleanupResult:
 
 
 class CleanupService:
-    def __init__(self, store, *, disk_ratio_of=None, now_ms=None):
-        self.store = store
-        cfg = store.config
+    """RocketMQ's `CleanCommitLogService` + `CleanConsumeQueueService`, over the store's parts.
+
+    `disk_full` says whether the last pass found the disk above the warning level (the facade then
+    refuses puts); `reput_offset_of` keeps it from deleting what dispatch has not indexed yet.
+    """
+
+    def __init__(self, parts, *, reput_offset_of, disk_ratio_of=None, now_ms=None):
+        self.parts = parts
+        self.reput_offset_of = reput_offset_of
+        self.disk_full = False
+        cfg = parts.config
         self.reserved_ms = cfg.file_reserved_time * 3_600_000
         self.delete_hours = {int(h) for h in str(cfg.delete_when).split(";") if h.strip().isdigit()}
         self.max_used_ratio = min(95, max(10, cfg.disk_max_used_space_ratio)) / 100.0
@@ -68,11 +76,11 @@ class CleanupService:
     def run_once(self, *, force: bool = False) -> CleanupResult:
         """One cleaning pass. `force` deletes expired-or-not segments (an operator's forced clean)
         without pretending the disk is full."""
-        store = self.store
+        store = self.parts
         result = CleanupResult()
         ratio = self.disk_ratio_of(store.config.commit_log_dir)
         result.disk_ratio = ratio
-        store.disk_full = ratio > self.warning_ratio
+        self.disk_full = ratio > self.warning_ratio
         result.clean_immediately = ratio > self.forcibly_ratio or ratio < 0 or force
         now_ms = self.now_ms()
         hour_now = datetime.fromtimestamp(now_ms / 1000).hour
@@ -97,8 +105,8 @@ class CleanupService:
         return result
 
     def _delete_commit_log_files(self, now_ms: int, *, force: bool) -> int:
-        queue = self.store.commit_log.mapped_files
-        reput_offset = self.store.services.reput.reput_offset
+        queue = self.parts.commit_log.mapped_files
+        reput_offset = self.reput_offset_of()
         victims = []
         for mapped in queue.files[:-1]:  # never the last file
             if len(victims) >= DELETE_FILES_MAX_PER_RUN:
@@ -110,7 +118,7 @@ class CleanupService:
                 break
             victims.append(mapped)
         if victims:
-            with self.store.commit_log.put_lock:
+            with self.parts.commit_log.put_lock:
                 queue.delete_files(victims)
             log.info("deleted %d expired commit log segments", len(victims))
         return len(victims)

@@ -25,8 +25,17 @@ log = logging.getLogger(__name__)
 
 
 class StoreServices:
-    def __init__(self, store):
-        self.store = store
+    """The background services of one store, started and stopped in RocketMQ's order.
+
+    Built from the store's parts (`store.recovery.loader.StoreParts`), never from the facade: what it
+    needs of the facade comes in as a callable (`confirm_offset_of`, RocketMQ's confirm offset, which
+    depends on the format and the flush mode).
+    """
+
+    def __init__(self, parts, *, confirm_offset_of):
+        self.parts = parts
+        self._confirm_offset_of = confirm_offset_of
+        store = parts
         cfg = store.config
         self.sync_flush = cfg.flush_disk_type == "SYNC_FLUSH"
         self.hold = PullRequestHoldService()
@@ -39,7 +48,7 @@ class StoreServices:
         self.commit_service = None
         self.flush_service = None
         self.cq_flush_service = None
-        self.cleanup = CleanupService(store)
+        self.cleanup = CleanupService(store, reput_offset_of=lambda: self.reput.reput_offset)
         self.started = False
         self._offsets_timer: threading.Timer | None = None
         self._stop = threading.Event()
@@ -74,44 +83,44 @@ class StoreServices:
     # -- callbacks -------------------------------------------------------------------------------
 
     def _on_cq_written(self, store_timestamp: int) -> None:
-        self.store.checkpoint.logics_msg_timestamp = store_timestamp
+        self.parts.checkpoint.logics_msg_timestamp = store_timestamp
 
     def _on_flushed(self, store_timestamp: int) -> None:
         if store_timestamp > 0:
-            self.store.checkpoint.physic_msg_timestamp = store_timestamp
+            self.parts.checkpoint.physic_msg_timestamp = store_timestamp
 
     def _on_committed(self) -> None:
         if self.flush_service is not None:
             self.flush_service.wakeup()
 
     def _flush_consume_queues(self, least_pages: int) -> None:
-        self.store.consume_queues.flush(least_pages)
+        self.parts.consume_queues.flush(least_pages)
 
     def flush_thorough(self) -> None:
         """Flush consume queues and index, then write the checkpoint (logics time captured first,
         so the checkpoint never claims more than is durable)."""
-        store = self.store
+        store = self.parts
         logics = store.checkpoint.logics_msg_timestamp
         store.consume_queues.flush(0)
         if store.index_service is not None:
             store.index_service.flush()
         store.checkpoint.logics_msg_timestamp = logics
         if store.style == "5.x":
-            store.checkpoint.confirm_phy_offset = max(0, store.confirm_offset())
+            store.checkpoint.confirm_phy_offset = max(0, self._confirm_offset_of())
         store.checkpoint.flush()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def prepare(self) -> None:
         """Catch dispatch up with the recovered commit log (synchronously), as RocketMQ's start."""
-        store = self.store
+        store = self.parts
         if store.read_only:
             self.reput.reput_offset = store.commit_log.max_offset()
             return
-        self.reput.reput_offset = store.recovery_report.dispatch_from
+        self.reput.reput_offset = store.recovery.dispatch_from
         before = self.reput.dispatched_records
         self.reput.do_reput()
-        report = store.recovery_report
+        report = store.recovery
         report.redispatched_records = self.reput.dispatched_records - before
         report.redispatched_bytes = self.reput.reput_offset - report.dispatch_from
         if report.redispatched_records:
@@ -122,7 +131,7 @@ class StoreServices:
             self.hold.note_max_offset(topic, queue_id, max_offset)
 
     def start(self) -> None:
-        store = self.store
+        store = self.parts
         if store.read_only or self.started:
             return
         self.reput.start()
@@ -135,13 +144,13 @@ class StoreServices:
         self.started = True
 
     def _schedule_offsets_persist(self) -> None:
-        interval_s = self.store.config.flush_consumer_offset_interval / 1000.0
+        interval_s = self.parts.config.flush_consumer_offset_interval / 1000.0
 
         def persist() -> None:
             if self._stop.is_set():
                 return
             try:
-                self.store.consumer_offsets.persist()
+                self.parts.consumer_offsets.persist()
             except OSError:
                 log.exception("persisting consumer offsets failed")
             self._schedule_offsets_persist()
@@ -160,11 +169,11 @@ class StoreServices:
             self.flush_service.wakeup()
             return PutMessageStatus.PUT_OK
         flushed = self.flush_service.wait_flushed(appended.wrote_offset + appended.wrote_bytes,
-                                                  self.store.config.sync_flush_timeout)
+                                                  self.parts.config.sync_flush_timeout)
         return PutMessageStatus.PUT_OK if flushed else PutMessageStatus.FLUSH_DISK_TIMEOUT
 
     def shutdown(self) -> None:
-        store = self.store
+        store = self.parts
         self._stop.set()
         if self._offsets_timer is not None:
             self._offsets_timer.cancel()
@@ -181,7 +190,7 @@ class StoreServices:
             self.cq_flush_service.shutdown()
         self.flush_thorough()
         store.consumer_offsets.persist()
-        if store.topics_dirty:
+        if store.topics.dirty:
             store.topics.persist()
         if self.started and self.reput.behind_bytes() == 0:
             delete_abort(store.config.store_path_root_dir, store.style)
@@ -202,7 +211,7 @@ class StoreServices:
 
     def follow_tail(self) -> int:
         """Extend a read-only view to records a live writer appended since the last look."""
-        store = self.store
+        store = self.parts
         commit_log = store.commit_log
         before = commit_log.max_offset()
         commit_log.mapped_files.refresh()
