@@ -214,30 +214,19 @@ def encode_for_put(message: Message, settings: PutSettings, now_ms: int
 
 def _encode_for_put(message: Message, settings: PutSettings, now_ms: int
                     ) -> tuple[bytearray, RecordDraft]:
+    """`encode_for_put` in Python: every message when the kernel is not built, else the ones the
+    compiled encoder declines. A hot path: only refusals and first sightings leave it for a helper."""
     body = message.body
     if type(body) is not bytes:
-        if not isinstance(body, (bytes, bytearray, memoryview)):
-            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "the body must be bytes")
-        body = bytes(body)
+        body = _body_bytes(body)
     topic = message.topic
     queue_id = message.queue_id
     if not isinstance(topic, str) or not isinstance(queue_id, int):
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "topic must be a str and queue_id an int")
-    valid_topics = _VALID_TOPICS[settings.allow_v2_records]
-    if topic not in valid_topics:
-        try:
-            validate_topic(topic, allow_v2=settings.allow_v2_records)
-        except (InvalidTopicError, TypeError) as error:
-            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, str(error)) from None
-        if len(valid_topics) < _VALID_TOPICS_MAX:
-            valid_topics.add(topic)
-    if not 0 <= queue_id <= MAX_QUEUE_ID:
-        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                         f"queue id {queue_id} is outside 0..{MAX_QUEUE_ID}")
-    if len(body) > settings.max_message_size:
-        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                         f"body of {len(body)} bytes exceeds maxMessageSize "
-                         f"({settings.max_message_size} bytes)")
+    if topic not in _VALID_TOPICS[settings.allow_v2_records]:
+        _remember_topic(topic, settings)
+    if not 0 <= queue_id <= MAX_QUEUE_ID or len(body) > settings.max_message_size:
+        _refuse_queue_id_or_body(queue_id, body, settings)
     sys_flag = message.sys_flag
     flag = message.flag
     if (sys_flag or flag) and (
@@ -250,14 +239,7 @@ def _encode_for_put(message: Message, settings: PutSettings, now_ms: int
     # serializes a default 16-bucket HashMap in either style, as the 5.3.3 fixtures show.
     properties_raw = _properties_raw(properties, settings.properties_style)
     if len(properties_raw) > MAX_PROPERTIES_LENGTH:
-        # Characters over the limit is MESSAGE_ILLEGAL (4.9.7's check); only bytes over it is
-        # PROPERTIES_SIZE_EXCEEDED. Characters <= bytes, so only count them here.
-        characters = sum(len(k) + len(v) + 2 for k, v in properties.items())
-        if characters > MAX_PROPERTIES_LENGTH:
-            raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                             f"properties text of {characters} characters exceeds 32767")
-        raise PutRefused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                         f"properties of {len(properties_raw)} bytes exceed 32767")
+        _refuse_properties_size(properties, properties_raw)
     topic_raw = _topic_field(topic)
     version = 2 if settings.allow_v2_records and len(topic_raw) > 127 else 1
     born_timestamp = now_ms if message.born_timestamp is None else message.born_timestamp
@@ -273,23 +255,14 @@ def _encode_for_put(message: Message, settings: PutSettings, now_ms: int
                                now_ms, store, 0, 0, body, properties_raw, version)
     except (ValueError, OverflowError, TypeError) as error:
         if not isinstance(error, ValueError):   # the codec names the field that does not fit
-            try:
-                msgcodec.encode_message(
-                    topic=topic, queue_id=queue_id, body=body, properties_raw=properties_raw,
-                    flag=flag, sys_flag=sys_flag, born_timestamp=born_timestamp,
-                    born_host=message.born_host or "127.0.0.1:0", store_timestamp=now_ms,
-                    store_host=settings.store_host, version=version)
-            except ValueError as explained:
-                error = explained
+            error = _explain_encoding_error(error, message, settings, topic, queue_id, body,
+                                            properties_raw, flag, sys_flag, born_timestamp, version,
+                                            now_ms)
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, str(error)) from None
     size = len(record)
-    if size > settings.max_message_size + 65536:
-        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                         f"record of {size} bytes exceeds maxMessageSize + 64 KiB")
-    if size + msgcodec.END_FILE_MIN_BLANK_LENGTH > settings.segment_size_bytes:
-        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
-                         f"record of {size} bytes cannot fit a commit log segment of "
-                         f"{settings.segment_size_bytes} bytes")
+    if size > settings.max_message_size + 65536 or \
+            size + msgcodec.END_FILE_MIN_BLANK_LENGTH > settings.segment_size_bytes:
+        _refuse_record_size(size, settings)
     delay_ms = -1
     if topic == SCHEDULE_TOPIC and "DELAY" in properties:
         # The tagsCode is the delivery time, known only once the store timestamp is (in the lock).
@@ -299,3 +272,71 @@ def _encode_for_put(message: Message, settings: PutSettings, now_ms: int
         properties.get("UNIQ_KEY"), 0, properties, delay_ms,
         msgcodec.BORN_HOST_POSITION + len(born))   # STORETIMESTAMP follows BORNHOST
     return record, draft
+
+
+# -- the cold branches of _encode_for_put: refusals and first sightings ----------------------------
+
+def _body_bytes(body) -> bytes:
+    """A body that is not `bytes`: a copy of a bytearray or memoryview, else PutRefused."""
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "the body must be bytes")
+    return bytes(body)
+
+
+def _remember_topic(topic: str, settings: PutSettings) -> None:
+    """Validate a topic not seen before (PutRefused if illegal) and remember it (bounded)."""
+    valid_topics = _VALID_TOPICS[settings.allow_v2_records]
+    try:
+        validate_topic(topic, allow_v2=settings.allow_v2_records)
+    except (InvalidTopicError, TypeError) as error:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, str(error)) from None
+    if len(valid_topics) < _VALID_TOPICS_MAX:
+        valid_topics.add(topic)
+
+
+def _refuse_queue_id_or_body(queue_id: int, body: bytes, settings: PutSettings) -> None:
+    """PutRefused for a queue id out of range, else for a body over maxMessageSize."""
+    if not 0 <= queue_id <= MAX_QUEUE_ID:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                         f"queue id {queue_id} is outside 0..{MAX_QUEUE_ID}")
+    raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                     f"body of {len(body)} bytes exceeds maxMessageSize "
+                     f"({settings.max_message_size} bytes)")
+
+
+def _refuse_properties_size(properties: dict[str, str], properties_raw: bytes) -> None:
+    """PutRefused for a properties string over 32,767 bytes."""
+    # Characters over the limit is MESSAGE_ILLEGAL (4.9.7's check); only bytes over it is
+    # PROPERTIES_SIZE_EXCEEDED. Characters <= bytes, so only count them here.
+    characters = sum(len(k) + len(v) + 2 for k, v in properties.items())
+    if characters > MAX_PROPERTIES_LENGTH:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                         f"properties text of {characters} characters exceeds 32767")
+    raise PutRefused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                     f"properties of {len(properties_raw)} bytes exceed 32767")
+
+
+def _explain_encoding_error(error: Exception, message: Message, settings: PutSettings, topic: str,
+                            queue_id: int, body: bytes, properties_raw: bytes, flag, sys_flag,
+                            born_timestamp, version: int, now_ms: int) -> Exception:
+    """The codec's ValueError naming the field that made the compiled encoder fail (`error` when
+    the codec accepts the fields after all)."""
+    try:
+        msgcodec.encode_message(
+            topic=topic, queue_id=queue_id, body=body, properties_raw=properties_raw,
+            flag=flag, sys_flag=sys_flag, born_timestamp=born_timestamp,
+            born_host=message.born_host or "127.0.0.1:0", store_timestamp=now_ms,
+            store_host=settings.store_host, version=version)
+    except ValueError as explained:
+        return explained
+    return error
+
+
+def _refuse_record_size(size: int, settings: PutSettings) -> None:
+    """PutRefused for a record over maxMessageSize + 64 KiB, else for one no segment can hold."""
+    if size > settings.max_message_size + 65536:
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                         f"record of {size} bytes exceeds maxMessageSize + 64 KiB")
+    raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                     f"record of {size} bytes cannot fit a commit log segment of "
+                     f"{settings.segment_size_bytes} bytes")
