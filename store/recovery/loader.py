@@ -124,25 +124,8 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
                                      max_msgs_num_batch=config.max_msgs_num_batch)
         index_service.load(last_exit_ok, checkpoint.index_msg_timestamp)
         opened.append(index_service)
-        cq_max_phy_offset = consume_queues.recover()
-        min_timestamp = checkpoint.min_timestamp_index if (
-            config.message_index_enable and config.message_index_safe) else checkpoint.min_timestamp
-        report = recover_commit_log(
-            commit_log, abnormal=not last_exit_ok, read_only=read_only, style=style,
-            check_crc=config.check_crc_on_recover, cq_max_phy_offset=cq_max_phy_offset,
-            min_timestamp=min_timestamp, rocksdb_mode=config.store_type == "defaultRocksDB")
-        if report.consume_queues_truncated and not read_only:
-            consume_queues.truncate_dirty(report.process_offset)
-            if cq_max_phy_offset > report.process_offset:
-                report.step("consume queues", f"cut consume queues at {report.process_offset}: they "
-                                              f"referenced the log up to {cq_max_phy_offset}")
-        if not read_only:
-            _plan_rebuild_of_missing_queues(report, consume_queues, commit_log)
-        if style == FORMAT_5X and report.records_checked:
-            # 5.x recovery records the start of the last valid record as the confirm offset.
-            checkpoint.confirm_phy_offset = report.last_record_offset
-        consume_queues.correct_min_offset(commit_log.min_offset())
-        rebuild_queue_offset_table(commit_log, consume_queues)
+        report = _recover(config, style, read_only, last_exit_ok, commit_log, consume_queues,
+                          checkpoint)
         consumer_offsets = ConsumerOffsetManager(config.config_dir, read_only=read_only, style=style)
         consumer_offsets.load()
         topics = TopicConfigManager(config.config_dir, read_only=read_only, style=style,
@@ -156,6 +139,33 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
         raise
     return StoreParts(config, style, read_only, commit_log, consume_queues, index_service,
                       checkpoint, consumer_offsets, topics, lock, last_exit_ok, report)
+
+
+def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: bool,
+             commit_log: CommitLog, consume_queues, checkpoint: CheckpointFile) -> RecoveryReport:
+    """Spec §11.1's recovery steps on the loaded parts: the consume queues, then the commit log
+    (normal or abnormal) against them, cutting queues past the log's end, planning the rebuild of
+    missing ones, the min offsets and the queue-offset table."""
+    cq_max_phy_offset = consume_queues.recover()
+    min_timestamp = checkpoint.min_timestamp_index if (
+        config.message_index_enable and config.message_index_safe) else checkpoint.min_timestamp
+    report = recover_commit_log(
+        commit_log, abnormal=not last_exit_ok, read_only=read_only, style=style,
+        check_crc=config.check_crc_on_recover, cq_max_phy_offset=cq_max_phy_offset,
+        min_timestamp=min_timestamp, rocksdb_mode=config.store_type == "defaultRocksDB")
+    if report.consume_queues_truncated and not read_only:
+        consume_queues.truncate_dirty(report.process_offset)
+        if cq_max_phy_offset > report.process_offset:
+            report.step("consume queues", f"cut consume queues at {report.process_offset}: they "
+                                          f"referenced the log up to {cq_max_phy_offset}")
+    if not read_only:
+        _plan_rebuild_of_missing_queues(report, consume_queues, commit_log)
+    if style == FORMAT_5X and report.records_checked:
+        # 5.x recovery records the start of the last valid record as the confirm offset.
+        checkpoint.confirm_phy_offset = report.last_record_offset
+    consume_queues.correct_min_offset(commit_log.min_offset())
+    rebuild_queue_offset_table(commit_log, consume_queues)
+    return report
 
 
 def _plan_rebuild_of_missing_queues(report: RecoveryReport, consume_queues,
