@@ -88,14 +88,32 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
     `known_queue`: a bool, or a callable (topic, queue_id) -> bool asked only when the queue has
     no units (a queue with units is always known).
     """
+    # Over 60 lines on purpose: every pull runs this; helpers for the hot steps cost 1-3% a pull.
     if max_msg_nums <= 0:
         raise ValueError("max_msg_nums must be positive")
     hash_codes = tag_filter.hash_codes
-    window_units, probe_units = _window_units(max_msg_nums, hash_codes is not None)
-    min_offset, max_offset, data = _first_units(consume_queues, topic, queue_id, queue_offset,
-                                                probe_units)
+    window_units = max(FILTER_WINDOW_BYTES_MIN, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+    if hash_codes is None and window_units > max_msg_nums:
+        # Without a filter the scan stops at the unit after max_msg_nums: fetch no more.
+        window_units = max_msg_nums + 1
+    probe_units = window_units
+    if hash_codes is not None and PROBE_FACTOR * max_msg_nums + 1 < window_units:
+        # Filters mostly match often enough: read the first units, the rest only if needed.
+        probe_units = PROBE_FACTOR * max_msg_nums + 1
+    pull_window = getattr(consume_queues, "pull_window", None)
+    if pull_window is not None:
+        # One call under the queue store's lock: min, max and the window's units (bytes).
+        window = pull_window(topic, queue_id, queue_offset, probe_units)
+        min_offset, max_offset, data = window if window is not None else (0, 0, None)
+    else:
+        min_offset = consume_queues.get_min_offset(topic, queue_id)
+        max_offset = consume_queues.get_max_offset(topic, queue_id)
+        data = None
     if max_offset == 0 or not min_offset <= queue_offset < max_offset:
         return _outside_queue(known_queue, topic, queue_id, queue_offset, min_offset, max_offset)
+    if pull_window is None:
+        data = _get_units(consume_queues, topic, queue_id, queue_offset,
+                          min(probe_units, max_offset - queue_offset))
     commit_log_max = commit_log.max_offset()
     in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
     view = decode == "view"
@@ -103,12 +121,15 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
             len(data) == probe_units * CQ_UNIT_SIZE:
         # The probe is enough if the scan ends inside it (the units after the one that ends a
         # scan are never looked at); otherwise read the whole window.
-        found = _found_in_probe(commit_log, data, probe_units, max_msg_nums, hash_codes, limits,
-                                max_total_msg_size, commit_log_max, in_memory_bytes, view, decode,
-                                queue_offset, min_offset, max_offset)
-        if found is not None:
-            return found
-        data = _more_units(consume_queues, topic, queue_id, queue_offset, window_units, max_offset)
+        plan = _plan_window(data, probe_units, max_msg_nums, hash_codes, limits,
+                            max_total_msg_size, commit_log_max, in_memory_bytes)
+        if plan is not None and plan[2] < probe_units:
+            records = _slice_records(commit_log, plan[0], plan[1], view)
+            if records is not None:
+                return _found(records, decode, queue_offset + plan[2], min_offset, max_offset,
+                              (commit_log_max - plan[3]) > in_memory_bytes)
+        data = _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
+                           window_units, max_offset)
     if data is None:
         # rollNextFile: the first queue offset of the next consume-queue file.
         next_file_offset = queue_offset + units_per_cq_file - queue_offset % units_per_cq_file
@@ -136,40 +157,10 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
                          in_memory_bytes)
 
 
-def _window_units(max_msg_nums: int, filtered: bool) -> tuple[int, int]:
-    """(units a scan may look at, units to read first): the window is max(16000 bytes, 20 bytes x
-    max_msg_nums) of units; a filtered pull reads 4 x max_msg_nums + 1 of them first."""
-    window_units = max(FILTER_WINDOW_BYTES_MIN, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
-    if not filtered and window_units > max_msg_nums:
-        # Without a filter the scan stops at the unit after max_msg_nums: fetch no more.
-        window_units = max_msg_nums + 1
-    probe_units = window_units
-    if filtered and PROBE_FACTOR * max_msg_nums + 1 < window_units:
-        # Filters mostly match often enough: read the first units, the rest only if needed.
-        probe_units = PROBE_FACTOR * max_msg_nums + 1
-    return window_units, probe_units
-
-
-def _first_units(consume_queues, topic: str, queue_id: int, queue_offset: int, units: int):
-    """(min offset, max offset, the bytes of up to `units` units from `queue_offset`); the bytes are
-    None outside [min, max) or when the unit's file is gone."""
-    pull_window = getattr(consume_queues, "pull_window", None)
-    if pull_window is not None:
-        # One call under the queue store's lock: min, max and the window's units (bytes).
-        window = pull_window(topic, queue_id, queue_offset, units)
-        return window if window is not None else (0, 0, None)
-    min_offset = consume_queues.get_min_offset(topic, queue_id)
-    max_offset = consume_queues.get_max_offset(topic, queue_id)
-    if max_offset == 0 or not min_offset <= queue_offset < max_offset:
-        return min_offset, max_offset, None
-    return min_offset, max_offset, _get_units(consume_queues, topic, queue_id, queue_offset,
-                                              min(units, max_offset - queue_offset))
-
-
-def _more_units(consume_queues, topic: str, queue_id: int, queue_offset: int, units: int,
-                max_offset: int) -> bytes | None:
-    """The bytes of up to `units` units from `queue_offset` (after a probe read fewer)."""
-    pull_window = getattr(consume_queues, "pull_window", None)
+def _more_units(pull_window, consume_queues, topic: str, queue_id: int, queue_offset: int,
+                units: int, max_offset: int) -> bytes | None:
+    """The bytes of up to `units` units from `queue_offset`, once a filtered pull's probe (its
+    first units) did not hold the whole scan."""
     if pull_window is not None:
         window = pull_window(topic, queue_id, queue_offset, units)
         return window[2] if window is not None else None
@@ -191,22 +182,6 @@ def _outside_queue(known_queue, topic: str, queue_id: int, queue_offset: int, mi
                                 max_offset)
     return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset,
                             max_offset)
-
-
-def _found_in_probe(commit_log, data, probe_units, max_msg_nums, hash_codes, limits,
-                    max_total_msg_size, commit_log_max, in_memory_bytes, view, decode,
-                    queue_offset, min_offset, max_offset) -> GetMessageResult | None:
-    """The result of a filtered pull whose scan ends inside its probe (the first units of the
-    window, `data`), or None: then the whole window decides."""
-    plan = _plan_window(data, probe_units, max_msg_nums, hash_codes, limits, max_total_msg_size,
-                        commit_log_max, in_memory_bytes)
-    if plan is None or plan[2] >= probe_units:
-        return None
-    records = _slice_records(commit_log, plan[0], plan[1], view)
-    if records is None:
-        return None
-    return _found(records, decode, queue_offset + plan[2], min_offset, max_offset,
-                  (commit_log_max - plan[3]) > in_memory_bytes)
 
 
 def _pull_planned(commit_log, data, count, queue_offset, max_msg_nums, tag_filter, limits,

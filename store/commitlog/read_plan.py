@@ -113,10 +113,19 @@ def _plan_window(data, count, max_msg_nums, hash_codes, limits, max_total_msg_si
     the accepted bytes plus the largest unit fit in the byte limit. The scanned part is usually
     a few dozen units: reductions over Python lists cost less than numpy calls then.
     """
+    # Over 60 lines on purpose: every filtered pull runs it; helpers for its steps cost 1-2% a pull.
     if count == 0:
         return None
     units = np.frombuffer(data, _PULL_DTYPE)
-    accepted = None if hash_codes is None else _accepted(units["tags_low"], hash_codes)
+    if hash_codes is None:
+        accepted = None
+    else:
+        tags = units["tags_low"]
+        codes = _raw_codes(hash_codes)
+        matches = tags == codes[0]
+        for code in codes[1:]:   # "TagA || TagB": a few tags (np.isin costs ~50x more)
+            matches |= tags == code
+        accepted = matches.nonzero()[0]
     phy_column = units["phy_offset"]
     for in_disk in (False, True):
         if in_disk:
@@ -150,26 +159,6 @@ def _plan_window(data, count, max_msg_nums, hash_codes, limits, max_total_msg_si
         break
     if not taken:
         return [], [], scanned, int(phy_column[scanned - 1])
-    taken_units = _taken_units(units, phys, taken, scanned, limit_bytes, max_total_msg_size)
-    if taken_units is None:
-        return None
-    return taken_units[0], taken_units[1], scanned, int(phy_column[scanned - 1])
-
-
-def _accepted(tags_low, hash_codes: frozenset):
-    """Positions of the units whose tagsCode (low 32 bits) is one of the filter's hash codes."""
-    codes = _raw_codes(hash_codes)
-    matches = tags_low == codes[0]
-    for code in codes[1:]:   # "TagA || TagB": a few tags (np.isin costs ~50x more)
-        matches |= tags_low == code
-    return matches.nonzero()[0]
-
-
-def _taken_units(units, phys, taken: list, scanned: int, limit_bytes: int,
-                 max_total_msg_size: int | None) -> tuple[list, list] | None:
-    """(phys, sizes) of the `taken` units of a `_plan_window`, or None when a byte limit might end
-    the scan earlier. `phys` is the phy-offset column (a list of the first units when `scanned` is
-    below `_LIST_REDUCE_MAX`)."""
     # Units after the first taken one could hit a byte limit: none may push the taken bytes over
     # it (with positive sizes, the taken bytes before any unit are at most all the taken bytes).
     check_bytes = scanned > taken[0] + 1
@@ -190,7 +179,7 @@ def _taken_units(units, phys, taken: list, scanned: int, limit_bytes: int,
         if check_bytes and (int(sizes.min()) <= 0 or
                             sum(taken_sizes) + int(sizes.max()) > limit_bytes):
             return None
-    return taken_phys, taken_sizes
+    return taken_phys, taken_sizes, scanned, int(phy_column[scanned - 1])
 
 
 def _plan_scan(units, max_msg_nums, tag_filter, limits, max_total_msg_size, commit_log_max,
