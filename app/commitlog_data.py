@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from app.bodies import preview
 from store.codec import message as msgcodec
+from store.codec import record_check
 from store.errors import CorruptDataError
 
 MAX_SCAN_RECORDS_PER_SEGMENT = 200_000        # the record browser's cap per segment
@@ -79,7 +80,7 @@ def snap_to_record(store, phy_offset: int) -> int:
         if offset > phy_offset:
             return previous
         previous = offset
-        if result.kind != msgcodec.CHECK_RECORD:
+        if result.kind != record_check.CHECK_RECORD:
             break
     return previous
 
@@ -95,10 +96,10 @@ def browse_records(store, start_phy_offset: int, count: int) -> tuple[list[dict]
                                                     max_records=count + 1):
         if len(rows) >= count:
             break
-        if result.kind == msgcodec.CHECK_RECORD:
+        if result.kind == record_check.CHECK_RECORD:
             rows.append(record_row(store, phy_offset))
             next_offset = phy_offset + result.size
-        elif result.kind == msgcodec.CHECK_BLANK:
+        elif result.kind == record_check.CHECK_BLANK:
             segment = store.inspect.segment_holding(phy_offset)
             end = segment.file_end_offset if segment is not None else phy_offset
             rows.append({"phy_offset": phy_offset, "kind": "BLANK", "size": end - phy_offset,

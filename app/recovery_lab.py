@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from app.store_config import resolve_config
-from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.checkpoint_codec import decode_checkpoint
 from store.message_store import MessageStore
 
@@ -133,5 +133,5 @@ def recover(root: str, properties_path: str | None) -> LabResult:
 
 
 def record_kind_at(buf: bytes) -> str:
-    result = msgcodec.check_message(buf, 0, check_crc=True, limit=len(buf))
+    result = record_check.check_message(buf, 0, check_crc=True, limit=len(buf))
     return result.kind

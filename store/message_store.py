@@ -15,14 +15,14 @@ from store.api import (GetMessageResult, GetMessageStatus, Message, PutMessageRe
 from store.codec.message import MessageRecord, decode_message
 from store.codec.msgid import decode_message_id
 from store.commitlog.commit_log import RecordTooLargeForSegment
-from store.config import StoreConfig
-from store.inspect.live import StoreInspector
-from store.errors import MessageNotFoundError, ReadOnlyStoreError, StoreClosedError
-from store.lookups import LookupsMixin
 from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
 from store.commitlog.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
-from store.services.lifecycle import StoreServices
+from store.config import StoreConfig
+from store.errors import MessageNotFoundError, ReadOnlyStoreError, StoreClosedError
+from store.inspect.live import StoreInspector
+from store.lookups import LookupsMixin
 from store.recovery.loader import open_parts
+from store.services.lifecycle import StoreServices
 
 FOREVER_MS = 2**63 - 1
 

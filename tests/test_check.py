@@ -7,10 +7,10 @@ import os
 import pytest
 
 from store import Message, MessageStore
-from store.check.run import check_store, has_errors
-from store.tools.check_directory import check_config
 from store.check.findings import Sink
+from store.check.run import check_store, has_errors
 from store.codec.index_codec import INDEX_HEADER_SIZE
+from store.tools.check_directory import check_config
 from tests.engine_util import STORE_TYPES, small_config
 from tests.fixtures_util import (copy_store, fixture_dirs, fixture_id, store_config,
                                  tree_fingerprint)

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.meta.checkpoint import CheckpointFile
 from store.codec.checkpoint_codec import (CHECKPOINT_FILE_SIZE_BYTES, Checkpoint, decode_checkpoint,
                                           encode_checkpoint, min_timestamp, min_timestamp_index)
 from store.errors import CorruptDataError, ReadOnlyStoreError
+from store.meta.checkpoint import CheckpointFile
 from tests.fixtures_util import fixture_dirs, fixture_id, load_dump
 
 FIXTURES = fixture_dirs()

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from store.codec import fastjson
+from store.errors import ConfigError, CorruptDataError, InvalidTopicError, ReadOnlyStoreError
 from store.meta.config_files import (ConsumerOffsetManager, DataVersion, JsonConfigFile, java_hash_order)
 from store.meta.topic_config import TopicConfig, TopicConfigManager
-from store.errors import ConfigError, CorruptDataError, InvalidTopicError, ReadOnlyStoreError
 from tests.fixtures_util import FIXTURES_ROOT, copy_store, fixture_dirs, fixture_id, load_dump, tree_fingerprint
 
 FIXTURES = fixture_dirs()

@@ -14,8 +14,8 @@ import os
 import pytest
 
 from store.consumequeue.base import STORE_TYPE_ROCKSDB, ConsumeQueueSettings
-from store.consumequeue.factory import open_consume_queue_store
 from store.consumequeue.copy import copy_queues
+from store.consumequeue.factory import open_consume_queue_store
 from tests.fixtures_util import (copy_store, fixture_dirs, fixture_id, load_dump, single_cq_file,
                                  tree_fingerprint)
 

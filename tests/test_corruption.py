@@ -53,13 +53,13 @@ from dataclasses import dataclass, field
 import pytest
 
 from store import Message, MessageStore
-from store.tools.check_directory import check_config
 from store.codec import fastjson
 from store.codec import message as msgcodec
 from store.codec import record_check
-from store.codec.index_codec import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header
 from store.codec.checkpoint_codec import CHECKPOINT_FILE_SIZE_BYTES, decode_checkpoint, used_bytes
+from store.codec.index_codec import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header
 from store.errors import StoreError
+from store.tools.check_directory import check_config
 from tests.engine_util import FakeClock, small_config
 from tests.fixtures_util import copy_store, fixture_dirs, fixture_id, store_config
 

@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 from store.codec import fastjson, java_properties
 from store.codec import message as msgcodec
 from store.codec import record_check
+from store.codec import rocksdb_cq
 from store.codec.checkpoint_codec import Checkpoint, decode_checkpoint, encode_checkpoint
 from store.codec.cq_unit import pack_unit, unpack_unit, units_from_buffer
 from store.codec.index_codec import (IndexEntry, IndexHeader, decode_entry, decode_header,
                                      encode_entry, encode_header)
 from store.codec.msgid import decode_host, decode_message_id
 from store.codec.properties import decode_properties
-from store.codec import rocksdb_cq
 from store.codec.uniq_key import decode_uniq_key
 from store.errors import StoreError
 

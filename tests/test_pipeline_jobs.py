@@ -8,9 +8,9 @@ import struct
 
 import pytest
 
+from store.codec import fastjson
 from store.pipeline.frames import commitlog_table, consume_queue_table, index_table
 from store.pipeline.jobs_export import export
-from store.codec import fastjson
 from store.pipeline.jobs_stats import load_consumer_offsets, stats
 from store.pipeline.jobs_verify import verify
 from store.pipeline.testing import (  # noqa: F401 (spark is a fixture)

@@ -17,7 +17,6 @@ import pytest
 from store.codec import record_check
 from store.consumequeue.base import STORE_TYPE_ROCKSDB, ConsumeQueueSettings
 from store.consumequeue.factory import open_consume_queue_store
-from store.services.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
 from store.errors import ConfigError
 from store.index.index_service import IndexService
 from store.pipeline.jobs_rebuild import NO_MASTER, RebuildSettings, rebuild
@@ -25,6 +24,7 @@ from store.pipeline.layout import list_commit_log
 from store.pipeline.segment_reader import map_file
 from store.pipeline.synthetic import CommitLogWriter, SyntheticMessage
 from store.pipeline.testing import SPARK_WARNING_FILTERS, fixture_dirs, fixture_id, read_dump, spark  # noqa: F401
+from store.services.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
 
 FIXTURES = fixture_dirs()
 pytestmark = pytest.mark.skipif(not FIXTURES, reason="no RocketMQ fixtures found")

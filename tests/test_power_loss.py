@@ -37,9 +37,9 @@ import time
 import pytest
 
 from store import GetMessageStatus, Message, MessageStore
-from store.meta.checkpoint import CheckpointFile
 from store.index.index_file import IndexFile
 from store.mappedfile.mapped_file import MappedFile
+from store.meta.checkpoint import CheckpointFile
 from tests.engine_util import small_config
 
 TOPIC = "PowerT"

@@ -72,8 +72,6 @@ MAX_TOPIC_LENGTH_V1_BYTES = 127
 MAX_TOPIC_LENGTH_V2_BYTES = 32767
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-# TEMP re-export for app/cli, removed by the lead: check_message and CHECK_RECORD/BLANK/INVALID moved
-# to store.codec.record_check, which sets them on this module (importing it here would be a cycle).
 
 SIZE_MAGIC_STRUCT = struct.Struct(">ii")
 HEAD_STRUCT = struct.Struct(">iiiiiqqi")                    # TOTALSIZE .. SYSFLAG

@@ -10,7 +10,6 @@ from __future__ import annotations
 import zlib
 from typing import NamedTuple
 
-from store.codec import message as msgcodec
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.message import (
     BLANK_MAGIC, CRC_MASK, HEAD_STRUCT, LONG_STRUCT, SCHEDULE_TOPIC, SIZE_MAGIC_STRUCT, DispatchRequest,
@@ -99,12 +98,3 @@ def check_message(buf, position: int, *, check_crc: bool, limit: int | None = No
     return CheckResult(CHECK_RECORD, total_size, DispatchRequest(
         topic, queue_id, phy_offset, total_size, tags_code, store_timestamp, queue_offset,
         properties.get("KEYS", ""), properties.get("UNIQ_KEY"), sys_flag, prepared_offset, properties))
-
-
-# TEMP re-export for app/cli, removed by the lead: app/ and store/inspect/ still read these as
-# `store.codec.message.<name>`. message.py cannot import this module back (this module reads its
-# layout: an import cycle), so they are set on it from here, where every CheckResult comes from.
-msgcodec.check_message = check_message  # TEMP re-export for app/cli, removed by the lead
-msgcodec.CHECK_RECORD = CHECK_RECORD    # TEMP re-export for app/cli, removed by the lead
-msgcodec.CHECK_BLANK = CHECK_BLANK      # TEMP re-export for app/cli, removed by the lead
-msgcodec.CHECK_INVALID = CHECK_INVALID  # TEMP re-export for app/cli, removed by the lead

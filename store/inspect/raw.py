@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from store.check.commitlog import CommitLogView, body_crc_matches, iter_records
-from store.codec import message as msgcodec
+from store.codec import record_check
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from store.codec.index_codec import ENTRY_STRUCT, decode_header, entry_position, index_file_size
 from store.errors import StoreError
@@ -36,7 +36,7 @@ def dump_records(config, *, start_phy_offset: int = 0, limit: int = DUMP_LIMIT_D
             position = phy_offset - segment.file_from_offset
             row = {"phyOffset": phy_offset, "file": os.path.basename(segment.path),
                    "position": position, "kind": result.kind, "size": result.size}
-            if result.kind == msgcodec.CHECK_RECORD:
+            if result.kind == record_check.CHECK_RECORD:
                 r = result.request
                 row.update(topic=r.topic, queueId=r.queue_id, queueOffset=r.consume_queue_offset,
                            storeTimestamp=r.store_timestamp, tagsCode=r.tags_code, keys=r.keys,
@@ -44,7 +44,7 @@ def dump_records(config, *, start_phy_offset: int = 0, limit: int = DUMP_LIMIT_D
                 if verify:
                     row["valid"] = body_crc_matches(segment.buffer, position) and \
                         r.commit_log_offset == phy_offset
-            elif result.kind == msgcodec.CHECK_INVALID and verify:
+            elif result.kind == record_check.CHECK_INVALID and verify:
                 row["valid"] = False
             rows.append(row)
     return rows
@@ -77,7 +77,7 @@ def dump_queue_units(config, topic: str, queue_id: int, *, start_queue_offset: i
                        "phyOffset": phy, "size": size, "tagsCode": tags}
                 if view is not None:
                     result = view.check_at(phy)
-                    row["valid"] = result.kind == msgcodec.CHECK_RECORD and result.size == size \
+                    row["valid"] = result.kind == record_check.CHECK_RECORD and result.size == size \
                         and result.request.topic == topic \
                         and result.request.consume_queue_offset == first + index
                 rows.append(row)

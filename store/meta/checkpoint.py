@@ -13,8 +13,8 @@ import os
 from store.codec.checkpoint_codec import (CHECKPOINT_FILE_SIZE_BYTES, Checkpoint, decode_checkpoint,
                                           encode_checkpoint, min_timestamp, min_timestamp_index,
                                           used_bytes)
-from store.meta.config_files import atomic_write_bytes
 from store.errors import ReadOnlyStoreError
+from store.meta.config_files import atomic_write_bytes
 
 _FIELDS = ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp",
            "master_flushed_offset", "confirm_phy_offset")

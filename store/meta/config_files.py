@@ -23,8 +23,8 @@ from typing import Any
 
 from store.codec import fastjson
 from store.codec.javahash import java_string_hash
-from store.mappedfile.mapped_file import fsync_directory
 from store.errors import ConfigError, CorruptDataError, ReadOnlyStoreError
+from store.mappedfile.mapped_file import fsync_directory
 
 STYLES = ("4.9", "5.x", "auto")
 CONSUMER_OFFSET_FILE = "consumerOffset.json"

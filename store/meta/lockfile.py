@@ -22,9 +22,9 @@ import os
 import struct
 import threading
 
-from store.meta.config_files import atomic_write_bytes
-from store.mappedfile.mapped_file import fsync_directory
 from store.errors import StoreLockedError
+from store.mappedfile.mapped_file import fsync_directory
+from store.meta.config_files import atomic_write_bytes
 
 LOCK_FILE = "lock"
 ABORT_FILE = "abort"

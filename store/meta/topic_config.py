@@ -9,9 +9,9 @@ from typing import Any
 
 from store.codec import fastjson
 from store.codec.topic import validate_topic
+from store.errors import ConfigError, CorruptDataError, ReadOnlyStoreError
 from store.meta.config_files import (TOPICS_FILE, DataVersion, JsonConfigFile, _as_int, _check_style,
                                 _extra_members, _sorted_members, _wall_clock_ms)
-from store.errors import ConfigError, CorruptDataError, ReadOnlyStoreError
 
 PERM_READ = 4
 PERM_WRITE = 2

@@ -33,8 +33,8 @@ import numpy as np
 
 from store.codec.cq_unit import PREFILL_SIZE
 from store.consumequeue.base import STORE_TYPE_FILE, STORE_TYPE_ROCKSDB, ConsumeQueueSettings
-from store.consumequeue.factory import open_consume_queue_store
 from store.consumequeue.copy import copy_queues
+from store.consumequeue.factory import open_consume_queue_store
 from store.errors import ConfigError
 from store.pipeline.jobs_rebuild import DEFAULT_CQ_FILE_SIZE_BYTES, NO_MASTER
 from store.pipeline.layout import config_int, read_store_properties

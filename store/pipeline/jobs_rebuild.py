@@ -46,7 +46,6 @@ from store.codec import record_check
 from store.codec.message import DispatchRequest
 from store.consumequeue.base import STORE_TYPE_FILE, STORE_TYPE_ROCKSDB, ConsumeQueueSettings
 from store.consumequeue.factory import open_consume_queue_store
-from store.services.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
 from store.errors import ConfigError
 from store.index.index_service import IndexService
 from store.pipeline.commitlog_scan import END_BLANK, END_FILE, END_STOP
@@ -54,6 +53,7 @@ from store.pipeline.layout import (DEFAULT_MAX_HASH_SLOT_NUM, DEFAULT_MAX_INDEX_
                                    read_store_properties)
 from store.pipeline.segment_reader import (DEFAULT_SPLIT_BYTES, SegmentEnd, SegmentReader, SegmentSplit, map_file,
                                            plan_splits)
+from store.services.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
 
 DISPATCH_COLUMNS = ["phy_offset", "commit_log_offset", "store_size", "topic", "queue_id", "queue_offset", "tags_code",
                     "store_timestamp", "sys_flag", "prepared_transaction_offset", "keys", "uniq_key"]

@@ -16,7 +16,6 @@ also take `topic` / `store_timestamp` predicates from the query; needs
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pyarrow as pa

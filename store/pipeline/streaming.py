@@ -22,9 +22,9 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from store.pipeline.arrowkit import gather_int
 from store.pipeline.commitlog_decoder import COMMITLOG_SCHEMA
 from store.pipeline.commitlog_scan import END_BLANK, crc_mismatches, layout_records, walk_records
-from store.pipeline.arrowkit import gather_int
 from store.pipeline.layout import SegmentFile, list_commit_log
 from store.pipeline.segment_reader import SegmentReader, SegmentSplit, map_file
 from store.pipeline.source_options import (bool_option, commitlog_row_filter, requested_columns,

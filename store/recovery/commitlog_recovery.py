@@ -19,8 +19,8 @@ from store import kernel
 from store.codec import message as msgcodec
 from store.codec import record_check
 from store.commitlog.commit_log import CommitLog, is_queued_transaction_type, queued_transaction_mask
-from store.mappedfile.mapped_file import MappedFile
 from store.kernel.scan_groups import queue_groups
+from store.mappedfile.mapped_file import MappedFile
 
 
 @dataclass

@@ -12,16 +12,16 @@ import os
 import time
 from dataclasses import dataclass
 
-from store.meta.checkpoint import CheckpointFile
 from store.commitlog.commit_log import CommitLog
 from store.config import StoreConfig
-from store.meta.config_files import ConsumerOffsetManager
-from store.meta.topic_config import TopicConfigManager
 from store.consumequeue.base import ConsumeQueueSettings
 from store.consumequeue.factory import open_consume_queue_store
 from store.errors import ConfigError
 from store.index.index_service import IndexService
+from store.meta.checkpoint import CheckpointFile
+from store.meta.config_files import ConsumerOffsetManager
 from store.meta.lockfile import StoreLock, abort_exists
+from store.meta.topic_config import TopicConfigManager
 from store.recovery.commitlog_recovery import RecoveryReport, recover_commit_log
 
 FORMAT_49 = "4.9"

@@ -12,14 +12,14 @@ import logging
 import threading
 
 from store.api import PutMessageStatus
+from store.meta.lockfile import create_abort, delete_abort
+from store.recovery.commitlog_recovery import WALK_BLANK, WALK_RECORD, WALK_ROWS, rows_end, walk_log
+from store.recovery.loader import rebuild_queue_offset_table
 from store.services.cleanup import CleanupService
 from store.services.dispatch import ConsumeQueueDispatcher, IndexDispatcher, ReputService
 from store.services.flush import (AsyncFlushService, CommitService, ConsumeQueueFlushService,
                          GroupCommitService, TransientStorePool)
-from store.meta.lockfile import create_abort, delete_abort
 from store.services.long_polling import PullRequestHoldService
-from store.recovery.commitlog_recovery import WALK_BLANK, WALK_RECORD, WALK_ROWS, rows_end, walk_log
-from store.recovery.loader import rebuild_queue_offset_table
 
 log = logging.getLogger(__name__)
 

@@ -16,14 +16,14 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from store.codec.cq_unit import is_prefill_unit
 from store.config import StoreConfig
 from store.consumequeue.base import STORE_TYPE_FILE, STORE_TYPE_ROCKSDB, ConsumeQueueSettings
-from store.consumequeue.factory import detect_consume_queue_layout, open_consume_queue_store
 from store.consumequeue.copy import copy_queues
-from store.codec.cq_unit import is_prefill_unit
+from store.consumequeue.factory import detect_consume_queue_layout, open_consume_queue_store
 from store.errors import ConfigError, StoreError
-from store.meta.lockfile import StoreLock
 from store.mappedfile.mapped_file import fsync_directory
+from store.meta.lockfile import StoreLock
 
 TARGETS = {"rocksdb": STORE_TYPE_ROCKSDB, "file": STORE_TYPE_FILE}
 

@@ -18,9 +18,9 @@ import numpy as np
 
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, PREFILL_UNIT, UNIT_STRUCT, CqUnit
 from store.consumequeue.base import STYLE_5X, StoreTimeOf
-from store.consumequeue.file.time_search import offset_by_time
 from store.consumequeue.file.mapping import OnDemandMapping
 from store.consumequeue.file.queue_recovery import QueueRecovery
+from store.consumequeue.file.time_search import offset_by_time
 from store.mappedfile.mapped_file import fsync_directory
 from store.mappedfile.mapped_file_queue import MappedFileQueue
 

@@ -19,9 +19,9 @@ import numpy as np
 
 from store.codec.cq_unit import CqUnit
 from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_boundary
+from store.consumequeue.file.consume_queue import FileConsumeQueue
 from store.errors import ReadOnlyStoreError
 from store.mappedfile.mapped_file import fsync_directory
-from store.consumequeue.file.consume_queue import FileConsumeQueue
 from store.mappedfile.mapped_file import OS_PAGE_SIZE
 
 __all__ = ["FileConsumeQueue", "FileConsumeQueueStore", "parse_queue_id", "default_max_mapped_queues"]

@@ -24,10 +24,10 @@ from rocksdict import ReadOptions, WriteBatch
 from store.codec import rocksdb_cq as codec
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CqUnit
 from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_boundary
+from store.consumequeue.rocksdb.db import open_read_only_shadow, open_writable, remove_shadow
 from store.consumequeue.rocksdb.maintenance import EMPTY_QUEUE_OFFSET, RocksDBQueueMaintenance
 from store.consumequeue.time_search import NEAREST, search_boundary, search_nearest
 from store.errors import ReadOnlyStoreError
-from store.consumequeue.rocksdb.db import open_read_only_shadow, open_writable, remove_shadow
 
 log = logging.getLogger(__name__)
 
