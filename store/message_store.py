@@ -10,30 +10,16 @@ from __future__ import annotations
 import threading
 import time
 
-from store.api import (GetMessageResult, GetMessageStatus, Message, PutMessageResult,
-                       PutMessageStatus, QueryMessageResult)
-from store.codec.message import MessageRecord, decode_message
-from store.codec.msgid import decode_message_id
+from store.api import GetMessageResult, GetMessageStatus, Message, PutMessageResult, PutMessageStatus
 from store.commitlog.commit_log import RecordTooLargeForSegment
 from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
 from store.commitlog.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
 from store.config import StoreConfig
-from store.errors import MessageNotFoundError, ReadOnlyStoreError, StoreClosedError
+from store.errors import ReadOnlyStoreError, StoreClosedError
 from store.inspect.live import StoreInspector
 from store.lookups import LookupsMixin
 from store.recovery.loader import open_parts
 from store.services.lifecycle import StoreServices
-
-FOREVER_MS = 2**63 - 1
-
-
-def _carries_key(properties: dict[str, str], key: str) -> bool:
-    """key == UNIQ_KEY or key is one of the non-empty KEYS tokens (MessageRecord.key_list)."""
-    if key == properties.get("UNIQ_KEY"):
-        return True
-    keys = properties.get("KEYS")
-    return bool(keys) and bool(key) and key in keys.split(" ")
-
 
 class MessageStore(LookupsMixin):
     """A RocketMQ-format message store. Use `MessageStore.open(config)`; close it (or use `with`)."""
@@ -297,55 +283,6 @@ class MessageStore(LookupsMixin):
         config = self.topics.get(topic)
         return config is not None and 0 <= queue_id < max(config.read_queue_nums,
                                                           config.write_queue_nums)
-
-    def look_message_by_offset(self, phy_offset: int) -> MessageRecord:
-        """Decode the record at a physical offset (spec §10.4); MessageNotFoundError if none."""
-        self._check_open()
-        raw = self.commit_log.read_record(phy_offset)
-        if raw is None:
-            raise MessageNotFoundError(f"no record starts at physical offset {phy_offset}")
-        return decode_message(raw)
-
-    def view_message(self, msg_id: str) -> MessageRecord:
-        """Find a message by its offset msgId (store host + physical offset, spec §3.1)."""
-        _host, phy_offset = decode_message_id(msg_id)
-        return self.look_message_by_offset(phy_offset)
-
-    def query_message(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
-                      end_ms: int = FOREVER_MS) -> QueryMessageResult:
-        """Messages of `topic` whose KEYS or UNIQ_KEY contain `key`, stored in [begin, end] (spec
-        §10.5). Up to 3 index rounds; hash collisions are filtered out by checking the real keys."""
-        if self.closed:
-            raise StoreClosedError("the store is closed")
-        max_num = max(1, min(max_num, self.config.max_msgs_num_batch))
-        hits: list[MessageRecord] = []      # what the broker's queryMessage returns (collisions too)
-        last_ts = last_phy = 0
-        round_end = end_ms
-        query_offsets = self.index_service.query_offsets
-        read_record = self._read_record    # CommitLog.read_record, one segment lookup
-        for _round in range(3):
-            offsets = query_offsets(topic, key, max_num, begin_ms, round_end)
-            last_ts, last_phy = offsets.last_update_timestamp, offsets.last_update_phy_offset
-            phy_offsets = offsets.phy_offsets
-            if not phy_offsets:
-                break
-            first_time = None
-            for phy_offset in (sorted(phy_offsets) if len(phy_offsets) > 1 else phy_offsets):
-                raw = read_record(phy_offset)
-                if raw is None:
-                    continue
-                record = decode_message(raw)
-                if first_time is None:
-                    first_time = record.store_timestamp
-                hits.append(record)
-            if hits or first_time is None or first_time < begin_ms:
-                break
-            round_end = first_time
-        # A Java client drops hash collisions by checking the keys; so do we. Like the broker, a
-        # message indexed twice (re-dispatch after a crash) is returned twice.
-        messages = [m for m in hits if m.topic == topic and _carries_key(m.properties, key)]
-        return QueryMessageResult(messages, last_ts, last_phy, truncated=len(hits) >= max_num,
-                                  collisions_filtered=len(hits) - len(messages))
 
     # -- consumer offsets ------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from store.consumequeue.time_search import (
     search_nearest_units,
 )
 from store.index.index_query import query_key_hash
-from store.message_store import FOREVER_MS
+from store.lookups import FOREVER_MS
 from tests.engine_util import FakeClock, small_config
 
 UNIT = struct.Struct(">qiq")
