@@ -21,6 +21,7 @@ from store.lookups import LookupsMixin
 from store.recovery.loader import open_parts
 from store.services.lifecycle import StoreServices
 
+
 class MessageStore(LookupsMixin):
     """A RocketMQ-format message store. Use `MessageStore.open(config)`; close it (or use `with`)."""
 

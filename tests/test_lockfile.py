@@ -11,7 +11,7 @@ import pytest
 
 from store.errors import StoreLockedError
 from store.meta.lockfile import (StoreLock, abort_exists, create_abort, delete_abort, probe_lock,
-                            read_abort_pid)
+                                 read_abort_pid)
 from tests.fixtures_util import fixture_dirs, fixture_id, load_dump
 
 HOLDER = textwrap.dedent("""

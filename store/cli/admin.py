@@ -13,7 +13,6 @@ from store.inspect.raw import DUMP_LIMIT_DEFAULT, dump_index_entries, dump_queue
 from store.tools.rebuild_index import rebuild_index
 
 
-
 # -- dump -----------------------------------------------------------------------------------------
 
 def cmd_dump(args) -> int:

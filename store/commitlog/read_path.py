@@ -37,6 +37,8 @@ FILTER_WINDOW_BYTES_MIN = 16000
 PROBE_FACTOR = 4            # a filtered pull first reads 4 x max_msg_nums + 1 units
 SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
 _FILTERS: dict = {}   # expression -> TagFilter (parsed once; instances are immutable)
+
+
 def total_physical_memory_bytes() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

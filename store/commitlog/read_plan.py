@@ -36,8 +36,6 @@ def _raw_codes(hash_codes: frozenset) -> tuple:
     return raw
 
 
-
-
 @dataclass(frozen=True)
 class TransferLimits:
     max_transfer_bytes_in_memory: int = 262144

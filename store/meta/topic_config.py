@@ -11,7 +11,7 @@ from store.codec import fastjson
 from store.codec.topic import validate_topic
 from store.errors import ConfigError, CorruptDataError, ReadOnlyStoreError
 from store.meta.config_files import (TOPICS_FILE, DataVersion, JsonConfigFile, _as_int, _check_style,
-                                _extra_members, _sorted_members, _wall_clock_ms)
+                                     _extra_members, _sorted_members, _wall_clock_ms)
 
 PERM_READ = 4
 PERM_WRITE = 2

@@ -18,7 +18,7 @@ from store.recovery.loader import rebuild_queue_offset_table
 from store.services.cleanup import CleanupService
 from store.services.dispatch import ConsumeQueueDispatcher, IndexDispatcher, ReputService
 from store.services.flush import (AsyncFlushService, CommitService, ConsumeQueueFlushService,
-                         GroupCommitService, TransientStorePool)
+                                  GroupCommitService, TransientStorePool)
 from store.services.long_polling import PullRequestHoldService
 
 log = logging.getLogger(__name__)
