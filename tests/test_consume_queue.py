@@ -434,3 +434,27 @@ def test_file_unmapped_queues_keep_state_and_flush(tmp_path):
     assert reader.get_max_offset("A", 0) == 3 and reader.get_unit("A", 0, 5) is None
     assert len(all_units(reader, "A", 0)) == 3
     reader.close()
+
+
+def test_file_recovery_with_empty_trailing_files_keeps_the_end_of_the_last_unit(tmp_path):
+    """A power cut can leave the last CQ files created but never flushed (all zero). RocketMQ's
+    recovery scans only the last three files; when all three are empty the queue ends at the start of
+    the first of them, and its maxPhysicOffset must be the end of the unit before it, not -1:
+    otherwise a later re-dispatch of the whole log appends the unit of queue offset 0 again at the
+    queue's end, and a pull of that position returns the wrong record."""
+    cq_store = open_store(tmp_path, STORE_TYPE_FILE)
+    cq_store.put_units(stream(count=2 * UNITS_PER_FILE))          # files 0 and 1 full
+    cq_store.close()
+    directory = tmp_path / "consumequeue" / "T" / "0"
+    for number in (2, 3, 4):                                      # three empty files after them
+        with open(directory / f"{number * FILE_SIZE:020d}", "wb") as handle:
+            handle.truncate(FILE_SIZE)
+    again = open_store(tmp_path, STORE_TYPE_FILE)
+    try:
+        assert again.get_max_offset("T", 0) == 2 * UNITS_PER_FILE
+        assert again.get_max_phy_end("T", 0) == 2 * UNITS_PER_FILE * 100
+        again.put_units(stream(count=2 * UNITS_PER_FILE + 1))       # the whole log dispatched again
+        assert again.get_max_offset("T", 0) == 2 * UNITS_PER_FILE + 1
+        assert [u[1] for u in all_units(again, "T", 0)] == [i * 100 for i in range(2 * UNITS_PER_FILE + 1)]
+    finally:
+        again.close()

@@ -55,9 +55,26 @@ class QueueRecovery:
                     # so a later put cannot make stale units behind it valid again.
                     mapped.zero_from(position)
                 break
+        if self.max_phy_end < 0 and end > files[0].file_from_offset:
+            # The scanned files held no unit (created but never flushed before a power cut): the
+            # queue ends at the unit before them. RocketMQ leaves maxPhysicOffset at -1 here; then a
+            # re-dispatch of the whole log appends unit 0's record again at the queue's end.
+            self.max_phy_end = self._unit_end_before(files, end)
         self._cut_at(end)
         self.time_cache.clear()
         return self.max_phy_end
+
+    def _unit_end_before(self, files, end: int) -> int:
+        """phy_offset + size of the unit just before queue byte offset `end` (-1 if not valid)."""
+        position = end - CQ_UNIT_SIZE
+        holder = next((m for m in files if m.file_from_offset <= position < m.file_end_offset), None)
+        if holder is None:
+            return -1
+        unit = np.frombuffer(holder.buffer, dtype=CQ_UNIT_DTYPE, count=1,
+                             offset=position - holder.file_from_offset)
+        phy_offset, size = int(unit["phy_offset"][0]), int(unit["size"][0])
+        del unit
+        return phy_offset + size if phy_offset >= 0 and size > 0 else -1
 
     def _cut_at(self, end: int) -> None:
         """`truncateDirtyFiles(end)` without zeroing: recovery already proved the tail invalid, and
