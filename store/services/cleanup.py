@@ -76,9 +76,9 @@ class CleanupService:
     def run_once(self, *, force: bool = False) -> CleanupResult:
         """One cleaning pass. `force` deletes expired-or-not segments (an operator's forced clean)
         without pretending the disk is full."""
-        store = self.parts
+        parts = self.parts
         result = CleanupResult()
-        ratio = self.disk_ratio_of(store.config.commit_log_dir)
+        ratio = self.disk_ratio_of(parts.config.commit_log_dir)
         result.disk_ratio = ratio
         self.disk_full = ratio > self.warning_ratio
         result.clean_immediately = ratio > self.forcibly_ratio or ratio < 0 or force
@@ -93,14 +93,14 @@ class CleanupService:
             result.reason = ", ".join(name for name, on in (
                 ("deleteWhen hour", time_up), ("disk usage", space_full), ("manual", manual)) if on)
             result.commit_log_files_deleted = self._delete_commit_log_files(
-                now_ms, force=result.clean_immediately and store.config.clean_file_forcibly_enable)
-        min_offset = store.commit_log.min_offset()
+                now_ms, force=result.clean_immediately and parts.config.clean_file_forcibly_enable)
+        min_offset = parts.commit_log.min_offset()
         if min_offset > self._last_min_offset:
             self._last_min_offset = min_offset
-            result.consume_queue_files_deleted = store.consume_queues.delete_expired(min_offset)
-            store.consume_queues.correct_min_offset(min_offset)
-            if store.index_service is not None:
-                result.index_files_deleted = store.index_service.delete_expired(min_offset)
+            result.consume_queue_files_deleted = parts.consume_queues.delete_expired(min_offset)
+            parts.consume_queues.correct_min_offset(min_offset)
+            if parts.index_service is not None:
+                result.index_files_deleted = parts.index_service.delete_expired(min_offset)
         self.last_result = result
         return result
 

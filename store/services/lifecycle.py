@@ -35,26 +35,25 @@ class StoreServices:
     def __init__(self, parts, *, confirm_offset_of):
         self.parts = parts
         self._confirm_offset_of = confirm_offset_of
-        store = parts
-        cfg = store.config
+        cfg = parts.config
         self.sync_flush = cfg.flush_disk_type == "SYNC_FLUSH"
         self.hold = PullRequestHoldService()
-        dispatchers = [ConsumeQueueDispatcher(store.consume_queues, on_written=self._on_cq_written)]
-        if cfg.message_index_enable and store.index_service is not None:
-            dispatchers.append(IndexDispatcher(store.index_service))
-        self.reput = ReputService(store.commit_log, dispatchers)
+        dispatchers = [ConsumeQueueDispatcher(parts.consume_queues, on_written=self._on_cq_written)]
+        if cfg.message_index_enable and parts.index_service is not None:
+            dispatchers.append(IndexDispatcher(parts.index_service))
+        self.reput = ReputService(parts.commit_log, dispatchers)
         self.reput.add_listener(self.hold.on_arrival)
         self.pool = None
         self.commit_service = None
         self.flush_service = None
         self.cq_flush_service = None
-        self.cleanup = CleanupService(store, reput_offset_of=lambda: self.reput.reput_offset)
+        self.cleanup = CleanupService(parts, reput_offset_of=lambda: self.reput.reput_offset)
         self.started = False
         self._offsets_timer: threading.Timer | None = None
         self._stop = threading.Event()
-        if store.read_only:
+        if parts.read_only:
             return
-        queue = store.commit_log.mapped_files
+        queue = parts.commit_log.mapped_files
         if cfg.transient_store_pool_enable and not self.sync_flush:
             self.pool = TransientStorePool(cfg.transient_store_pool_size,
                                            cfg.mapped_file_size_commit_log)
@@ -64,7 +63,7 @@ class StoreServices:
                 commit_least_pages=cfg.commit_commit_log_least_pages,
                 commit_thorough_interval_ms=cfg.commit_commit_log_thorough_interval,
                 on_committed=self._on_committed)
-        last_ts = lambda: store.commit_log.last_store_timestamp  # noqa: E731
+        last_ts = lambda: parts.commit_log.last_store_timestamp  # noqa: E731
         if self.sync_flush:
             self.flush_service = GroupCommitService(queue, last_store_timestamp=last_ts,
                                                     on_flushed=self._on_flushed)
@@ -99,40 +98,40 @@ class StoreServices:
     def flush_thorough(self) -> None:
         """Flush consume queues and index, then write the checkpoint (logics time captured first,
         so the checkpoint never claims more than is durable)."""
-        store = self.parts
-        logics = store.checkpoint.logics_msg_timestamp
-        store.consume_queues.flush(0)
-        if store.index_service is not None:
-            store.index_service.flush()
-        store.checkpoint.logics_msg_timestamp = logics
-        if store.style == "5.x":
-            store.checkpoint.confirm_phy_offset = max(0, self._confirm_offset_of())
-        store.checkpoint.flush()
+        parts = self.parts
+        logics = parts.checkpoint.logics_msg_timestamp
+        parts.consume_queues.flush(0)
+        if parts.index_service is not None:
+            parts.index_service.flush()
+        parts.checkpoint.logics_msg_timestamp = logics
+        if parts.style == "5.x":
+            parts.checkpoint.confirm_phy_offset = max(0, self._confirm_offset_of())
+        parts.checkpoint.flush()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def prepare(self) -> None:
         """Catch dispatch up with the recovered commit log (synchronously), as RocketMQ's start."""
-        store = self.parts
-        if store.read_only:
-            self.reput.reput_offset = store.commit_log.max_offset()
+        parts = self.parts
+        if parts.read_only:
+            self.reput.reput_offset = parts.commit_log.max_offset()
             return
-        self.reput.reput_offset = store.recovery.dispatch_from
+        self.reput.reput_offset = parts.recovery.dispatch_from
         before = self.reput.dispatched_records
         self.reput.do_reput()
-        report = store.recovery
+        report = parts.recovery
         report.redispatched_records = self.reput.dispatched_records - before
         report.redispatched_bytes = self.reput.reput_offset - report.dispatch_from
         if report.redispatched_records:
             report.step("dispatch", f"re-dispatched {report.redispatched_records} records "
                                     f"({report.redispatched_bytes} bytes) from {report.dispatch_from}")
-        rebuild_queue_offset_table(store.commit_log, store.consume_queues)
-        for (topic, queue_id), max_offset in store.commit_log.queue_offsets.items():
+        rebuild_queue_offset_table(parts.commit_log, parts.consume_queues)
+        for (topic, queue_id), max_offset in parts.commit_log.queue_offsets.items():
             self.hold.note_max_offset(topic, queue_id, max_offset)
 
     def start(self) -> None:
-        store = self.parts
-        if store.read_only or self.started:
+        parts = self.parts
+        if parts.read_only or self.started:
             return
         self.reput.start()
         for service in (self.commit_service, self.flush_service, self.cq_flush_service):
@@ -140,7 +139,7 @@ class StoreServices:
                 service.start()
         self.cleanup.start()
         self._schedule_offsets_persist()
-        create_abort(store.config.store_path_root_dir, store.style)
+        create_abort(parts.config.store_path_root_dir, parts.style)
         self.started = True
 
     def _schedule_offsets_persist(self) -> None:
@@ -173,12 +172,12 @@ class StoreServices:
         return PutMessageStatus.PUT_OK if flushed else PutMessageStatus.FLUSH_DISK_TIMEOUT
 
     def shutdown(self) -> None:
-        store = self.parts
+        parts = self.parts
         self._stop.set()
         if self._offsets_timer is not None:
             self._offsets_timer.cancel()
         self.hold.shutdown()
-        if store.read_only:
+        if parts.read_only:
             return
         self.cleanup.shutdown()
         if self.commit_service is not None:
@@ -189,11 +188,11 @@ class StoreServices:
         if self.cq_flush_service is not None:
             self.cq_flush_service.shutdown()
         self.flush_thorough()
-        store.consumer_offsets.persist()
-        if store.topics.dirty:
-            store.topics.persist()
+        parts.consumer_offsets.persist()
+        if parts.topics.dirty:
+            parts.topics.persist()
         if self.started and self.reput.behind_bytes() == 0:
-            delete_abort(store.config.store_path_root_dir, store.style)
+            delete_abort(parts.config.store_path_root_dir, parts.style)
 
     def stop_without_flush(self) -> None:
         """Stop every thread without the shutdown work (a simulated crash)."""
@@ -211,8 +210,8 @@ class StoreServices:
 
     def follow_tail(self) -> int:
         """Extend a read-only view to records a live writer appended since the last look."""
-        store = self.parts
-        commit_log = store.commit_log
+        parts = self.parts
+        commit_log = parts.commit_log
         before = commit_log.max_offset()
         commit_log.mapped_files.refresh()
         end = before
@@ -230,10 +229,10 @@ class StoreServices:
         if last is not None:
             last.set_positions(end - last.file_from_offset)
         commit_log.mapped_files.set_positions(end)
-        store.consume_queues.refresh()
-        store.consume_queues.correct_min_offset(commit_log.min_offset())
-        if store.index_service is not None:
-            store.index_service.refresh()
-        rebuild_queue_offset_table(commit_log, store.consume_queues)
+        parts.consume_queues.refresh()
+        parts.consume_queues.correct_min_offset(commit_log.min_offset())
+        if parts.index_service is not None:
+            parts.index_service.refresh()
+        rebuild_queue_offset_table(commit_log, parts.consume_queues)
         self.reput.reput_offset = end
         return end - before
