@@ -58,7 +58,7 @@ class MessageStore(LookupsMixin):
         self.inspect = StoreInspector(
             config=self.config, commit_log=self.commit_log, consume_queues=self.consume_queues,
             index_service=self.index_service, recovery_report=self.recovery_report,
-            reput_offset_of=lambda: self.services.reput.reput_offset)
+            reput=self.services.reput)
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -62,6 +62,8 @@ def test_segment_layouts_count_every_record_and_the_fillers(written):
         assert layout.data_bytes + layout.filler_bytes == segment.file_size_bytes
     with pytest.raises(StoreError, match="no commit-log segment"):
         store.inspect.segment_layout("00000000000000000007")
+    with pytest.raises(StoreError, match="no commit-log segment"):
+        store.inspect.segment_layout("not-a-segment")
 
 
 def test_records_walk_from_an_offset_and_stop_at_the_cap(written):

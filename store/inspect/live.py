@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 
 from store import kernel
 from store.errors import StoreError
+from store.mappedfile.mapped_file import parse_file_name
 
 SCAN_ROWS = 8192                          # rows per compiled scan call
 MAX_SCAN_BATCHES_PER_SEGMENT = 1 << 16    # a 1 GiB segment of the smallest records is 12 M records
@@ -74,14 +75,13 @@ class SegmentLayout:
 class StoreInspector:
     """Read-only views of the parts of an opened store; see the module docstring."""
 
-    def __init__(self, *, config, commit_log, consume_queues, index_service, recovery_report,
-                 reput_offset_of: Callable[[], int]):
+    def __init__(self, *, config, commit_log, consume_queues, index_service, recovery_report, reput):
         self.config = config
         self._commit_log = commit_log
         self._consume_queues = consume_queues
         self._index_service = index_service
         self.recovery = recovery_report
-        self._reput_offset_of = reput_offset_of
+        self._reput = reput              # the ReputService: its offset and backlog
 
     # -- commit log ------------------------------------------------------------------------------
 
@@ -106,9 +106,10 @@ class StoreInspector:
         cannot parse is counted too (recovery would stop there: `check()` reports it). Raises
         StoreError for a name that is not a segment of this store.
         """
-        mapped = next((m for m in list(self._commit_log.mapped_files.files)
-                       if os.path.basename(m.path) == name), None)
-        if mapped is None:
+        file_from_offset = parse_file_name(name)
+        mapped = None if file_from_offset is None else \
+            self._commit_log.mapped_files.find_file(file_from_offset)
+        if mapped is None or mapped.file_from_offset != file_from_offset:
             raise StoreError(f"no commit-log segment named {name!r} in {self.config.commit_log_dir}")
         out = kernel.scan_buffer(SCAN_ROWS)
         limit = min(mapped.read_position, mapped.file_size_bytes)
@@ -198,6 +199,5 @@ class StoreInspector:
 
     def dispatch_state(self) -> dict[str, int]:
         """The reput pointer, the log's end and the bytes dispatch has still to read."""
-        reput = self._reput_offset_of()
-        end = self._commit_log.max_offset()
-        return {"reput_offset": reput, "max_phy_offset": end, "behind_bytes": max(0, end - reput)}
+        return {"reput_offset": self._reput.reput_offset, "max_phy_offset": self._commit_log.max_offset(),
+                "behind_bytes": self._reput.behind_bytes()}
