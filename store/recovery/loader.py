@@ -28,6 +28,14 @@ FORMAT_49 = "4.9"
 FORMAT_5X = "5.x"
 
 
+def resolve_store_format(config: StoreConfig) -> str:
+    """The format a store is read and written in: `storeFormat` as configured, or when it is "auto"
+    the one that wrote the directory (`detect_store_format`)."""
+    if config.store_format != "auto":
+        return config.store_format
+    return detect_store_format(config.store_path_root_dir, config.commit_log_dir)
+
+
 def detect_store_format(root: str, commit_log_dir: str) -> str:
     """Which RocketMQ line wrote `root`: "5.x" if any 5.x-only trace is present, else "4.9".
 
@@ -96,8 +104,7 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
         raise ConfigError(f"store directory {root!r} does not exist")
     if not read_only:
         os.makedirs(root, exist_ok=True)
-    style = config.store_format if config.store_format != "auto" else \
-        detect_store_format(root, config.commit_log_dir)
+    style = resolve_store_format(config)
     lock = None
     if not read_only:
         lock = StoreLock(root)

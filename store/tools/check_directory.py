@@ -12,7 +12,7 @@ from store.check.findings import Finding, Sink
 from store.check.run import check_all
 from store.errors import StoreError
 from store.message_store import MessageStore
-from store.recovery.loader import detect_store_format
+from store.recovery.loader import resolve_store_format
 
 __all__ = ["check_config"]
 
@@ -32,9 +32,7 @@ def check_config(config, *, max_findings: int = 1000, max_records: int | None = 
             sink.add("error", "files", config.store_path_root_dir, None,
                      f"the engine cannot open this store read-only: {exc}")
     try:
-        style = store.style if store is not None else (
-            config.store_format if config.store_format != "auto"
-            else detect_store_format(config.store_path_root_dir, config.commit_log_dir))
+        style = store.style if store is not None else resolve_store_format(config)
         check_all(config, style, store, sink, max_records)
     finally:
         if store is not None:

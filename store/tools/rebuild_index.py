@@ -15,7 +15,7 @@ from store.codec import record_check
 from store.index.index_service import IndexService
 from store.meta.checkpoint import CheckpointFile
 from store.meta.lockfile import StoreLock
-from store.recovery.loader import detect_store_format
+from store.recovery.loader import resolve_store_format
 
 __all__ = ["rebuild_index"]
 
@@ -57,9 +57,8 @@ def rebuild_index(config) -> dict:
         shutil.rmtree(config.index_dir, ignore_errors=True)
         if os.path.isdir(staging):
             os.replace(staging, config.index_dir)
-        style = config.store_format if config.store_format != "auto" else \
-            detect_store_format(root, config.commit_log_dir)
-        checkpoint = CheckpointFile(config.checkpoint_path, read_only=False, style=style)
+        checkpoint = CheckpointFile(config.checkpoint_path, read_only=False,
+                                    style=resolve_store_format(config))
         checkpoint.load()
         checkpoint.index_msg_timestamp = full_file_end_ms[0]
         checkpoint.flush()
