@@ -14,7 +14,8 @@ import mmap
 
 import numpy as np
 
-from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, valid_prefix_length
+from store.codec.cq_unit import (CQ_UNIT_DTYPE, CQ_UNIT_SIZE, is_valid_unit, unpack_unit,
+                                 valid_prefix_length)
 
 RECOVER_FROM_LAST_FILES = 3
 SCAN_CHUNK_UNITS = 4096  # recovery reads a file in chunks so an all-zero tail is never read whole
@@ -70,11 +71,8 @@ class QueueRecovery:
         holder = next((m for m in files if m.file_from_offset <= position < m.file_end_offset), None)
         if holder is None:
             return -1
-        unit = np.frombuffer(holder.buffer, dtype=CQ_UNIT_DTYPE, count=1,
-                             offset=position - holder.file_from_offset)
-        phy_offset, size = int(unit["phy_offset"][0]), int(unit["size"][0])
-        del unit
-        return phy_offset + size if phy_offset >= 0 and size > 0 else -1
+        unit = unpack_unit(holder.buffer, position - holder.file_from_offset)
+        return unit.phy_offset + unit.size if is_valid_unit(unit.phy_offset, unit.size) else -1
 
     def _cut_at(self, end: int) -> None:
         """`truncateDirtyFiles(end)` without zeroing: recovery already proved the tail invalid, and
