@@ -1,7 +1,10 @@
-"""Shared helpers for tests that use the real RocketMQ fixtures in ../shared/fixtures.
+"""Shared helpers for tests that use the stores written by the real RocketMQ (tests/data/fixtures).
 
-Fixtures are discovered by glob (hidden fixtures of the same shape exist), and always copied before
-anything that may write opens them.
+The fixtures live in the repository (`tests/data/fixtures/<version>/<name>/`, copied from the team's
+shared fixture folder), so the suite needs nothing beside the checkout. `RMQ_FIXTURES` adds more fixture
+roots (paths separated by `os.pathsep`, each laid out as `<version>/<name>/read-dump.json`): the hidden
+cases of the same shape run through every test that discovers fixtures. Fixtures are found by glob and
+always copied before anything that may write opens them.
 """
 
 from __future__ import annotations
@@ -14,18 +17,34 @@ import os
 import shutil
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURES_ROOT = os.environ.get(
-    "RMQ_FIXTURES", os.path.join(os.path.dirname(REPO_ROOT), "shared", "fixtures"))
+FIXTURES_ROOT = os.path.join(REPO_ROOT, "tests", "data", "fixtures")
+
+
+def fixture_roots() -> list[str]:
+    """The repository's fixture root, then every root named by RMQ_FIXTURES (missing ones ignored)."""
+    extra = [p for p in os.environ.get("RMQ_FIXTURES", "").split(os.pathsep) if p.strip()]
+    roots = []
+    for root in [FIXTURES_ROOT, *extra]:
+        root = os.path.realpath(root)
+        if root not in roots:
+            roots.append(root)
+    return roots
 
 
 def fixture_dirs() -> list[str]:
-    """Every fixture folder (one holding store/ and read-dump.json), sorted."""
-    found = glob.glob(os.path.join(FIXTURES_ROOT, "*", "*", "read-dump.json"))
-    return sorted(os.path.dirname(path) for path in found)
+    """Every fixture folder (one holding store/ and read-dump.json), sorted by id, first root wins."""
+    found: dict[str, str] = {}
+    for root in fixture_roots():
+        for path in sorted(glob.glob(os.path.join(root, "*", "*", "read-dump.json"))):
+            folder = os.path.dirname(path)
+            found.setdefault(fixture_id(folder), folder)
+    return [found[key] for key in sorted(found)]
 
 
 def fixture_id(path: str) -> str:
-    return os.path.relpath(path, FIXTURES_ROOT)
+    """`<version>/<name>`, e.g. `rocketmq-4.9.7/rolled-64k`, whichever root the fixture is in."""
+    path = os.path.normpath(str(path))
+    return f"{os.path.basename(os.path.dirname(path))}/{os.path.basename(path)}"
 
 
 def load_dump(fixture: str) -> dict:

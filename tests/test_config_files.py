@@ -11,7 +11,7 @@ from store.codec import fastjson
 from store.errors import ConfigError, CorruptDataError, InvalidTopicError, ReadOnlyStoreError
 from store.meta.config_files import (ConsumerOffsetManager, DataVersion, JsonConfigFile, java_hash_order)
 from store.meta.topic_config import TopicConfig, TopicConfigManager
-from tests.fixtures_util import FIXTURES_ROOT, copy_store, fixture_dirs, fixture_id, load_dump, tree_fingerprint
+from tests.fixtures_util import copy_store, fixture_dirs, fixture_id, load_dump, tree_fingerprint
 
 FIXTURES = fixture_dirs()
 CLOCK = lambda: 1700000000000  # noqa: E731
@@ -268,14 +268,40 @@ def test_topics_invalid(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(
-    FIXTURES_ROOT, "*", "*", "store", "config", "topics.json")))
-    or [pytest.param(None, marks=pytest.mark.skip(reason="no fixture has topics.json"))])
-def test_fixture_topics_round_trip(path):
+def _topics_json_cases():
+    for fixture in fixture_dirs():
+        path = os.path.join(fixture, "store", "config", "topics.json")
+        if os.path.isfile(path):
+            yield pytest.param(path, id=fixture_id(fixture))
+    yield pytest.param("engine-4.9", id="written-by-the-engine-4.9")
+    yield pytest.param("engine-5.x", id="written-by-the-engine-5.x")
+
+
+@pytest.mark.parametrize("path", list(_topics_json_cases()))
+def test_topics_json_round_trips_in_fastjsons_dialect(path, tmp_path):
+    """A real topics.json (none of today's fixtures has one) or one the engine wrote: re-encoding is
+    byte-exact, and the text keeps fastjson's pretty-format rules (tab indents, `"k":v` without spaces,
+    bean fields in alphabetical order, every line ending in `\\n` only)."""
+    if path.startswith("engine-"):
+        writer = TopicConfigManager(tmp_path, read_only=False, style=path.split("-", 1)[1])
+        for name, queues in (("TopicB", 4), ("TopicA", 8), ("%RETRY%group-1", 1), ("T" * 120, 2)):
+            writer.create_topic(name, queues, queues)
+        writer.persist()
+        path = os.path.join(tmp_path, "topics.json")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
     manager = TopicConfigManager(os.path.dirname(path), read_only=True, style="auto")
     manager.load()
-    with open(path, encoding="utf-8") as f:
-        assert manager.encode() == f.read()
+    assert manager.encode() == text
+    assert fastjson.dumps(fastjson.loads(text)) == text
+    assert "\r" not in text and ": " not in text and text.startswith("{\n\t\"")
+    for line in text.splitlines()[1:-1]:
+        assert line.startswith("\t") and not line.startswith(" ")
+    table = fastjson.loads(text)["topicConfigTable"]
+    assert table, "no topic in topicConfigTable"
+    for name, fields in table.items():
+        assert fields["topicName"] == name
+        assert list(fields) == sorted(fields), f"{name}: bean fields out of fastjson's order"
 
 
 def test_unknown_top_level_members_survive(tmp_path):

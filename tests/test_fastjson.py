@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from store.codec import fastjson, java_properties
 from store.errors import ConfigError, CorruptDataError
-from tests.fixtures_util import FIXTURES_ROOT, fixture_dirs, fixture_id, load_dump
+from tests.fixtures_util import fixture_dirs, fixture_id, load_dump
 
-CONFIG_FILES = sorted(glob.glob(os.path.join(FIXTURES_ROOT, "*", "*", "store", "config", "*.json*")))
+CONFIG_FILES = sorted(path for fixture in fixture_dirs()
+                      for path in glob.glob(os.path.join(fixture, "store", "config", "*.json*")))
 
 
 def _dump_texts():
@@ -23,7 +24,8 @@ def _dump_texts():
             yield pytest.param(text, id=f"{fixture_id(fixture)}/{name}")
 
 
-@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: os.path.relpath(p, FIXTURES_ROOT))
+@pytest.mark.parametrize("path", CONFIG_FILES,
+                         ids=lambda p: f"{fixture_id(p.split(os.sep + 'store' + os.sep)[0])}/{os.path.basename(p)}")
 def test_fixture_file_round_trips_byte_exact(path):
     with open(path, "rb") as f:
         raw = f.read()
@@ -151,7 +153,9 @@ def test_properties_load_java_rules():
 
 
 def test_properties_fixture_files():
-    for path in glob.glob(os.path.join(FIXTURES_ROOT, "*", "*", "store.properties")):
+    paths = [os.path.join(fixture, "store.properties") for fixture in fixture_dirs()]
+    assert paths, "no fixture found"
+    for path in paths:
         with open(path, encoding="utf-8") as f:
             loaded = java_properties.load(f.read())
         assert loaded["flushDiskType"] == "ASYNC_FLUSH"

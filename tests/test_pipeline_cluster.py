@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from store.pipeline.testing import fixture_dirs
+from tests.pipeline_util import fixture_dirs
 
 FIXTURES = fixture_dirs()
 REPO_ROOT = Path(__file__).resolve().parents[1]

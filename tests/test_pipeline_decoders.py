@@ -15,7 +15,7 @@ from store.pipeline.commitlog_scan import END_BLANK, END_INVALID, END_ZEROS
 from store.pipeline.cq_decoder import CQ_SCHEMA
 from store.pipeline.frames import commitlog_table, consume_queue_table, index_table, read_commitlog, read_consume_queues
 from store.pipeline.index_decoder import INDEX_SCHEMAS
-from store.pipeline.testing import compare_with_dump, copy_store, dump_units, fixture_dirs, fixture_id, read_dump
+from tests.pipeline_util import compare_with_dump, copy_store, dump_units, fixture_dirs, fixture_id, read_dump
 
 FIXTURES = fixture_dirs()
 by_fixture = pytest.mark.parametrize("fixture", FIXTURES, ids=[fixture_id(f) for f in FIXTURES])

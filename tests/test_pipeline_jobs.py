@@ -13,7 +13,7 @@ from store.pipeline.frames import commitlog_table, consume_queue_table, index_ta
 from store.pipeline.jobs_export import export
 from store.pipeline.jobs_stats import load_consumer_offsets, stats
 from store.pipeline.jobs_verify import verify
-from store.pipeline.testing import (  # noqa: F401 (spark is a fixture)
+from tests.pipeline_util import (  # noqa: F401 (spark is a fixture)
     SPARK_WARNING_FILTERS, copy_store, dump_messages, fixture_dirs, fixture_id, read_dump, spark,
 )
 

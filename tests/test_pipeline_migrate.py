@@ -10,7 +10,7 @@ import pytest
 from store.errors import ConfigError
 from store.pipeline.jobs_migrate import QueueStoreSpec, migrate, verify_stores
 from store.pipeline.jobs_rebuild import NO_MASTER
-from store.pipeline.testing import SPARK_WARNING_FILTERS, copy_store, fixture_dirs, fixture_id, spark  # noqa: F401
+from tests.pipeline_util import SPARK_WARNING_FILTERS, copy_store, fixture_dirs, fixture_id, spark  # noqa: F401
 
 FIXTURES = fixture_dirs()
 pytestmark = pytest.mark.skipif(not FIXTURES, reason="no RocketMQ fixtures found")

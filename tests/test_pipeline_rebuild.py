@@ -23,7 +23,7 @@ from store.pipeline.jobs_rebuild import NO_MASTER, RebuildSettings, rebuild
 from store.pipeline.layout import list_commit_log
 from store.pipeline.segment_reader import map_file
 from store.pipeline.synthetic import CommitLogWriter, SyntheticMessage
-from store.pipeline.testing import SPARK_WARNING_FILTERS, fixture_dirs, fixture_id, read_dump, spark  # noqa: F401
+from tests.pipeline_util import SPARK_WARNING_FILTERS, fixture_dirs, fixture_id, read_dump, spark  # noqa: F401
 from store.services.dispatch import DISPATCH_BATCH_MAX_RECORDS, ConsumeQueueDispatcher, IndexDispatcher
 
 FIXTURES = fixture_dirs()

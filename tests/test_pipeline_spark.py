@@ -10,7 +10,7 @@ from store.pipeline.cq_decoder import CQ_SCHEMA
 from store.pipeline.frames import commitlog_table, consume_queue_table, index_table
 from store.pipeline.index_decoder import INDEX_SCHEMAS
 from store.pipeline.spark_sources import spark_schema
-from store.pipeline.testing import (  # noqa: F401 (spark is a fixture)
+from tests.pipeline_util import (  # noqa: F401 (spark is a fixture)
     SPARK_WARNING_FILTERS, compare_with_dump, dump_units, fixture_dirs, fixture_id, spark,
 )
 

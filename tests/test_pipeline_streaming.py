@@ -11,7 +11,7 @@ from store.pipeline.frames import commitlog_table
 from store.pipeline.jobs_export import export_stream, topic_rates_stream
 from store.pipeline.streaming import advance, plan_range
 from store.pipeline.synthetic import CommitLogWriter, SyntheticMessage
-from store.pipeline.testing import (  # noqa: F401 (spark is a fixture)
+from tests.pipeline_util import (  # noqa: F401 (spark is a fixture)
     SPARK_WARNING_FILTERS, copy_store, fixture_dirs, spark,
 )
 

@@ -1,6 +1,6 @@
 """Test helpers for the pipeline: fixture discovery, read-dump expectations, one shared Spark session.
 
-Imported by tests/test_pipeline_*.py (`from store.pipeline.testing import spark`); pytest then sees the
+Imported by tests/test_pipeline_*.py (`from tests.pipeline_util import spark`); pytest then sees the
 session-scoped `spark` fixture. The session is created once per test process and never stopped by a
 test (the JVM exits with the process), so every module that imports the fixture shares it.
 """
@@ -8,7 +8,6 @@ test (the JVM exits with the process), so every module that imports the fixture 
 from __future__ import annotations
 
 import base64
-import glob
 import json
 import os
 import shutil
@@ -17,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES_ROOT = Path(os.environ.get("RMQ_FIXTURES", Path(__file__).resolve().parents[3] / "shared" / "fixtures"))
+from tests import fixtures_util
+
 TRANSACTION_TYPE_MASK = 0x0C
 DISPATCHED_TRANSACTION_TYPES = (0x00, 0x08)  # NOT_TYPE, COMMIT_TYPE
 
@@ -33,8 +33,8 @@ DUMP_TO_COLUMN = {
 
 
 def fixture_dirs() -> list[Path]:
-    """Every fixture folder with a read-dump.json (the known ones and any added later)."""
-    return sorted(Path(p).parent for p in glob.glob(str(FIXTURES_ROOT / "*" / "*" / "read-dump.json")))
+    """Every fixture folder with a read-dump.json (tests/data/fixtures, then RMQ_FIXTURES roots)."""
+    return [Path(p) for p in fixtures_util.fixture_dirs()]
 
 
 def fixture_id(path: Path) -> str:
