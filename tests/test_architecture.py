@@ -23,7 +23,7 @@ RANKS = [
     (0, ("store.errors", "store.kernel")),
     (1, ("store.codec",)),
     (2, ("store.mappedfile", "store.config", "store.config_table", "store.api")),
-    (3, ("store.meta", "store.commitlog", "store.consumequeue", "store.index")),
+    (3, ("store.meta", "store.commitlog", "store.consumequeue", "store.index", "store.timer")),
     (4, ("store.check", "store.recovery")),
     (5, ("store.services",)),
     (6, ("store", "store.message_store", "store.lookups", "store.inspect")),
