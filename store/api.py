@@ -116,10 +116,16 @@ class GetMessageResult:
     messages: list[MessageRecord] = field(default_factory=list)
     suggest_pulling_from_slave: bool = False
     waited_ms: int = 0           # time spent long polling
+    # Units the pull skipped because their record is not the one the unit names (another topic,
+    # queue id or queue offset): one plain-text reason each. Such a record is never returned.
+    skipped: tuple[str, ...] = ()
 
     @property
     def explanation(self) -> str:
-        return GET_STATUS_EXPLANATIONS[self.status]
+        text = GET_STATUS_EXPLANATIONS[self.status]
+        if self.skipped:
+            text += " Skipped (not served): " + "; ".join(self.skipped)
+        return text
 
 
 @dataclass(frozen=True)

@@ -261,7 +261,8 @@ class MessageStore(LookupsMixin):
         if waited_ms and long_poll_ms > 0:
             result = GetMessageResult(result.status, result.next_begin_offset, result.min_offset,
                                       result.max_offset, result.messages,
-                                      result.suggest_pulling_from_slave, waited_ms)
+                                      result.suggest_pulling_from_slave, waited_ms,
+                                      result.skipped)
         return result
 
     def _note_topic(self, topic: str, queue_id: int) -> None:
