@@ -12,6 +12,7 @@ The disk usage measurement is a callable, so tests simulate a full disk without 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -44,6 +45,30 @@ class CleanupResult:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class CleanupDecision:
+    """What one pass would do at a moment (`CleanupService.decide`); ratios are fractions."""
+
+    disk_ratio: float
+    hour_now: int
+    time_up: bool            # the local hour is one of deleteWhen
+    space_full: bool         # above diskMaxUsedSpaceRatio (or cleaning immediately)
+    clean_immediately: bool  # above diskSpaceCleanForciblyRatio, unmeasurable disk, or forced
+    disk_full: bool          # above diskSpaceWarningLevelRatio: puts are refused
+    manual: bool             # a manual clean is pending (or forced)
+    age_ignored: bool        # segments go whatever their age
+
+    @property
+    def runs(self) -> bool:
+        return self.time_up or self.space_full or self.manual
+
+    @property
+    def reason(self) -> str:
+        return ", ".join(name for name, on in (("deleteWhen hour", self.time_up),
+                                               ("disk usage", self.space_full),
+                                               ("manual", self.manual)) if on)
+
+
 class CleanupService:
     """RocketMQ's `CleanCommitLogService` + `CleanConsumeQueueService`, over the store's parts.
 
@@ -73,27 +98,40 @@ class CleanupService:
     def request_manual_clean(self) -> None:
         self.manual_runs_left = MANUAL_CLEAN_RUNS
 
+    def decide(self, now_ms: int, *, manual: bool = False, force: bool = False) -> CleanupDecision:
+        """Whether a pass at `now_ms` deletes commit-log segments, and how (no state changes).
+
+        `CleanCommitLogService.deleteExpiredFiles` (4.9.7): it runs when the hour is in `deleteWhen`
+        (isTimeToDelete), the disk is above diskMaxUsedSpaceRatio (isSpaceToDelete) or a manual clean
+        is pending; above the forcibly ratio it cleans immediately (ignores age, if
+        cleanFileForciblyEnable); above the warning ratio the disk is full (puts refused).
+        Shared by `run_once` and the inspection API's cleanup explanation."""
+        ratio = self.disk_ratio_of(self.parts.config.commit_log_dir)
+        clean_immediately = ratio > self.forcibly_ratio or ratio < 0 or force
+        hour_now = datetime.fromtimestamp(now_ms / 1000).hour
+        return CleanupDecision(
+            disk_ratio=ratio, hour_now=hour_now, time_up=hour_now in self.delete_hours,
+            space_full=ratio > self.max_used_ratio or clean_immediately,
+            clean_immediately=clean_immediately, disk_full=ratio > self.warning_ratio,
+            manual=manual or force,
+            age_ignored=clean_immediately and self.parts.config.clean_file_forcibly_enable)
+
     def run_once(self, *, force: bool = False) -> CleanupResult:
         """One cleaning pass. `force` deletes expired-or-not segments (an operator's forced clean)
         without pretending the disk is full."""
         parts = self.parts
         result = CleanupResult()
-        ratio = self.disk_ratio_of(parts.config.commit_log_dir)
-        result.disk_ratio = ratio
-        self.disk_full = ratio > self.warning_ratio
-        result.clean_immediately = ratio > self.forcibly_ratio or ratio < 0 or force
         now_ms = self.now_ms()
-        hour_now = datetime.fromtimestamp(now_ms / 1000).hour
-        time_up = hour_now in self.delete_hours
-        space_full = ratio > self.max_used_ratio or result.clean_immediately
-        manual = self.manual_runs_left > 0 or force
-        if manual:
+        decision = self.decide(now_ms, manual=self.manual_runs_left > 0, force=force)
+        result.disk_ratio = decision.disk_ratio
+        self.disk_full = decision.disk_full
+        result.clean_immediately = decision.clean_immediately
+        if decision.manual:
             self.manual_runs_left -= 1
-        if time_up or space_full or manual:
-            result.reason = ", ".join(name for name, on in (
-                ("deleteWhen hour", time_up), ("disk usage", space_full), ("manual", manual)) if on)
+        if decision.runs:
+            result.reason = decision.reason
             result.commit_log_files_deleted = self._delete_commit_log_files(
-                now_ms, force=result.clean_immediately and parts.config.clean_file_forcibly_enable)
+                now_ms, force=decision.age_ignored)
         min_offset = parts.commit_log.min_offset()
         if min_offset > self._last_min_offset:
             self._last_min_offset = min_offset
@@ -104,22 +142,30 @@ class CleanupService:
         self.last_result = result
         return result
 
-    def _delete_commit_log_files(self, now_ms: int, *, force: bool) -> int:
-        queue = self.parts.commit_log.mapped_files
+    def commit_log_victims(self, now_ms: int, *, force: bool) -> tuple[list, str]:
+        """The segments a pass at `now_ms` deletes, oldest first, and why the walk stopped
+        (`MappedFileQueue.deleteExpiredFileByTime`: never the last file, stop at the first file kept,
+        at most DELETE_FILES_MAX_PER_RUN; ours also keeps what dispatch has not read). No changes."""
+        files = list(self.parts.commit_log.mapped_files.files)
         reput_offset = self.reput_offset_of()
         victims = []
-        for mapped in queue.files[:-1]:  # never the last file
+        for mapped in files[:-1]:  # never the last file
             if len(victims) >= DELETE_FILES_MAX_PER_RUN:
-                break
+                return victims, f"at most {DELETE_FILES_MAX_PER_RUN} files per pass"
             if mapped.file_end_offset > reput_offset:
-                break   # never delete what dispatch has not indexed yet
-            expired = now_ms >= mapped.mtime_ms() + self.reserved_ms
-            if not (expired or force):
-                break
+                return victims, f"{_name(mapped)} is not fully dispatched yet"
+            if not (force or now_ms >= mapped.mtime_ms() + self.reserved_ms):
+                return victims, f"{_name(mapped)} is younger than fileReservedTime"
             victims.append(mapped)
+        if not files:
+            return victims, "the commit log has no files"
+        return victims, f"the last file ({_name(files[-1])}) is never deleted"
+
+    def _delete_commit_log_files(self, now_ms: int, *, force: bool) -> int:
+        victims, _why = self.commit_log_victims(now_ms, force=force)
         if victims:
             with self.parts.commit_log.put_lock:
-                queue.delete_files(victims)
+                self.parts.commit_log.mapped_files.delete_files(victims)
             log.info("deleted %d expired commit log segments", len(victims))
         return len(victims)
 
@@ -143,6 +189,10 @@ class CleanupService:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+
+
+def _name(mapped) -> str:
+    return os.path.basename(mapped.path)
 
 
 def _as_fraction(value) -> float:
