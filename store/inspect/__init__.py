@@ -11,7 +11,7 @@ Two doors, one per situation an operator is in:
 |         | consume-queue units and index entries as the files hold them, even when the engine      |
 |         | refuses to open the store                                                               |
 
-Every result is a plain value (dataclass, dict row, numpy array or bytes) that the caller may keep;
+Every result is a plain value (dataclass, dict row, numpy array in native byte order, or bytes) that the caller may keep;
 nothing here writes, and every walk is bounded. The UI (`app/`, `pages/`) and the CLI's dump commands
 use this package instead of the commit log, consume queues, index service or mapped files.
 

@@ -72,6 +72,15 @@ class SegmentLayout:
     records: int
 
 
+def native(array: np.ndarray | None) -> np.ndarray | None:
+    """`array` in this machine's byte order. The files are big-endian (Java's ByteBuffer), and the
+    codecs' numpy dtypes say so (`>i8`); such arrays must not leave the inspection API, because pandas,
+    Arrow and Streamlit refuse or mis-read byte-swapped columns. A copy only when a swap is needed."""
+    if array is None or array.dtype.isnative:
+        return array
+    return array.astype(array.dtype.newbyteorder("="))
+
+
 class StoreInspector:
     """Read-only views of the parts of an opened store; see the module docstring."""
 
@@ -149,8 +158,9 @@ class StoreInspector:
         return self._consume_queues.get_unit(topic, queue_id, queue_offset)
 
     def queue_units(self, topic: str, queue_id: int, queue_offset: int, max_units: int) -> np.ndarray | None:
-        """Up to `max_units` units from `queue_offset` (a structured array; may stop at a file end)."""
-        return self._consume_queues.get_units(topic, queue_id, queue_offset, max_units)
+        """Up to `max_units` units from `queue_offset` (a structured array in native byte order; may
+        stop at a file end)."""
+        return native(self._consume_queues.get_units(topic, queue_id, queue_offset, max_units))
 
     def queue_max_phy_end(self, topic: str, queue_id: int) -> int:
         return self._consume_queues.get_max_phy_end(topic, queue_id)
@@ -184,12 +194,13 @@ class StoreInspector:
         return self._index_service
 
     def index_entries(self, name: str | None = None) -> np.ndarray:
-        """Entries of the named index file (the newest by default); row number = entry number."""
-        return self._index().entries(name)
+        """Entries of the named index file (the newest by default), native byte order; row number =
+        entry number."""
+        return native(self._index().entries(name))
 
     def index_slots(self, name: str | None = None) -> np.ndarray:
-        """Slot table of the named index file (the newest by default)."""
-        return self._index().slot_table(name)
+        """Slot table of the named index file (the newest by default), native byte order."""
+        return native(self._index().slot_table(name))
 
     def index_chain(self, topic: str, key: str) -> list[tuple]:
         """The slot chain `topic#key` hashes to in every file, newest file first: (name, steps)."""
