@@ -59,6 +59,8 @@ class MessageStore(LookupsMixin):
             config=self.config, commit_log=self.commit_log, consume_queues=self.consume_queues,
             index_service=self.index_service, recovery_report=self.recovery_report,
             reput=self.services.reput)
+        self.inspect.attach_admin(consumer_offsets=parts.consumer_offsets, topic_configs=parts.topics,
+                                  checkpoint=parts.checkpoint, cleanup=self.services.cleanup)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
