@@ -58,6 +58,7 @@ class StoreHandle:
         self.pipeline_run = None
         self.watcher = StoreWatcher(root) if mode == "read-only" else None
         self.refresh_error: str | None = None
+        self.named = False   # True when `label` was given (a scratch copy), not the folder name
 
     @property
     def read_only(self) -> bool:
@@ -133,6 +134,7 @@ class StoreRegistry:
             store = MessageStore.open(resolved.config, read_only=(mode == "read-only"))
             handle = StoreHandle(key, label or os.path.basename(root.rstrip("/")) or root, root, mode,
                                  store, resolved.source, scratch=scratch, source_root=source_root)
+            handle.named = label is not None
             self._handles[key] = handle
             return handle
 
@@ -177,6 +179,15 @@ class StoreRegistry:
         with self._lock:
             return list(self._handles.values())
 
+    def display_names(self) -> dict[str, str]:
+        """key -> a name for the store picker that tells every open store apart: the shortest
+        distinguishing tail of its real path (`distinct_names`), after the label of a named copy,
+        and the mode. Unique per key, because the keys are (mode, real path)."""
+        handles = self.handles()
+        names = distinct_names([h.root for h in handles])
+        return {h.key: (f"{h.label}: " if h.named else "") + f"{names[h.root]} [{h.mode}]"
+                for h in handles}
+
     def close(self, key: str) -> None:
         with self._lock:
             handle = self._handles.pop(key, None)
@@ -195,6 +206,25 @@ class StoreRegistry:
             except OSError:
                 pass
         shutil.rmtree(self.scratch_root, ignore_errors=True)
+
+
+def distinct_names(roots: list[str]) -> dict[str, str]:
+    """root -> the shortest trailing part of its real path that no other root in `roots` ends with.
+
+    RocketMQ's default folder is `store` (storePathRootDir = ~/store), so two brokers' stores often
+    share their last component: `/x/crash/store` and `/x/rolled/store` become `crash/store` and
+    `rolled/store`. A root that is a suffix of another (`/a/store` beside `/b/a/store`) keeps its
+    whole path."""
+    parts = {root: os.path.realpath(root).rstrip(os.sep).split(os.sep) for root in set(roots)}
+    names = {}
+    for root, components in parts.items():
+        for length in range(1, len(components) + 1):
+            tail = components[-length:]
+            if not any(other != root and others[-length:] == tail
+                       for other, others in parts.items()):
+                break
+        names[root] = os.sep.join(tail) or os.sep
+    return names
 
 
 def _properties_near(root: str) -> str | None:

@@ -14,7 +14,8 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from store.api import Message  # noqa: E402
-from tests.fixtures_util import REPO_ROOT, copy_store, fixture_dirs, fixture_id, tree_fingerprint  # noqa: E402
+from tests.fixtures_util import (REPO_ROOT, copy_store, fixture_dirs, fixture_id, load_dump,  # noqa: E402
+                                 tree_fingerprint)
 
 MAIN = os.path.join(REPO_ROOT, "app", "main.py")
 SAMPLE = os.path.join(REPO_ROOT, "sample_store")
@@ -71,7 +72,10 @@ def visit_all(at: AppTest) -> None:
 
 def test_every_page_on_the_sample_copy():
     at = start_app()
-    assert "scratch copy" in at.session_state["store_key"] or at.session_state["store_key"]
+    handle = _registry_handle(at)
+    assert handle.mode == "hosted" and handle.scratch
+    assert os.path.realpath(handle.source_root) == os.path.realpath(SAMPLE)
+    assert os.path.realpath(handle.root) != os.path.realpath(SAMPLE)
     visit_all(at)
     assert not at.error, [e.value for e in at.error]
 
@@ -289,3 +293,36 @@ def _facts(at: AppTest) -> dict[str, str]:
         if list(data.columns) == ["fact", "value"]:
             return dict(zip(data["fact"], data["value"]))
     raise AssertionError("no RocksDB facts table on the page")
+
+
+def _fixture(name: str) -> str:
+    found = [f for f in fixture_dirs() if fixture_id(f) == name]
+    assert found, name
+    return found[0]
+
+
+def test_two_stores_named_store_stay_apart(tmp_path):
+    """Both folders are called `store` (RocketMQ's default): the picker names them by the end of
+    their real paths, and moving between pages keeps the one that was opened last."""
+    crash = _fixture("rocketmq-4.9.7/crash-64k")
+    rolled = _fixture("rocketmq-4.9.7/rolled-64k")
+    crash_root = copy_store(crash, tmp_path / "crash")
+    rolled_root = copy_store(rolled, tmp_path / "rolled")
+    at = start_app()
+    open_store(at, crash_root, "read-only", os.path.join(crash, "store.properties"))
+    open_store(at, rolled_root, "read-only", os.path.join(rolled, "store.properties"))
+    rolled_key = f"read-only:{os.path.realpath(rolled_root)}"
+    assert at.session_state["store_key"] == rolled_key
+    for page in ("consumequeue", "overview", "health", "query", "overview"):
+        visit(at, page)
+        assert at.session_state["store_key"] == rolled_key, page
+        assert _registry_handle(at).store.total_messages() == load_dump(rolled)["totalMessages"]
+        picker = at.sidebar.selectbox(key="picker_choice")
+        assert picker.value == rolled_key
+        shown = picker.format_func(picker.value)
+        assert shown == "rolled/store [read-only]", shown
+        assert len(set(map(picker.format_func, picker.options))) == len(picker.options)
+        assert os.path.realpath(rolled_root) in [t.value for t in at.sidebar.text]
+    from app.ui.state import get_registry
+    for root in (crash_root, rolled_root):
+        get_registry().close(f"read-only:{os.path.realpath(root)}")

@@ -8,6 +8,7 @@ import streamlit as st
 from app.paths import resolve_file, resolve_store_dir
 from app.registry import MODES
 from app.ui.state import EXPECTED_ERRORS, current_handle, get_registry, select, user_error
+from app.ui.widgets import plain
 
 
 def _switch() -> None:
@@ -20,7 +21,10 @@ def store_picker() -> None:
     registry = get_registry()
     current = current_handle()
     handles = registry.handles()
-    labels = {h.key: f"{h.label} [{h.mode}]" for h in handles}
+    # Stores are told apart by their real path. The selectbox sends its choice back as the shown
+    # text, so two stores shown alike ("store [read-only]" for two brokers' default folders) would
+    # silently switch to the first of them on the next page.
+    labels = registry.display_names()
     keys = list(labels)
     with st.sidebar:
         st.subheader("Store")
@@ -28,9 +32,11 @@ def store_picker() -> None:
         if st.session_state.get("picker_choice") != current.key:
             st.session_state["picker_choice"] = current.key
         st.selectbox("Open stores", keys, format_func=lambda k: labels.get(k, k),
-                     key="picker_choice", on_change=_switch)
-        st.caption(f"{current.root}")
-        st.caption(f"config: {current.config_source}")
+                     key="picker_choice", on_change=_switch,
+                     help="Each store is named by the shortest end of its real path that tells it "
+                          "apart from the other open stores; the full path is below.")
+        st.text(current.root)
+        st.caption(f"config: {plain(current.config_source)}")
         with st.expander("Open another store"):
             with st.form("open_store_form"):
                 path = st.text_input("Store directory", key="picker_path",

@@ -9,6 +9,7 @@ import streamlit as st
 
 from app.paths import InputError
 from app.registry import StoreHandle, StoreRegistry
+from app.ui.widgets import plain
 from store.errors import StoreError
 
 SESSION_KEY = "store_key"
@@ -40,13 +41,12 @@ def select(handle: StoreHandle) -> None:
 
 
 def user_error(error: Exception) -> None:
-    """A clear message for bad input or a store problem (never a traceback in the browser)."""
+    """A clear message for bad input or a store problem (never a traceback in the browser). The
+    message names paths and topics the user typed: shown as plain text, never as markdown."""
     if isinstance(error, InputError):
-        st.warning(str(error))
-    elif isinstance(error, StoreError):
-        st.error(f"{type(error).__name__}: {error}")
+        st.warning(plain(error))
     else:
-        st.error(f"{type(error).__name__}: {error}")
+        st.error(f"{type(error).__name__}: {plain(error)}")
 
 
 EXPECTED_ERRORS = (InputError, StoreError, OSError, ValueError)

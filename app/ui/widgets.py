@@ -1,12 +1,35 @@
-"""Display helpers that keep store content out of HTML: bodies and properties go through st.code,
-st.text and st.dataframe only."""
+"""Display helpers that keep user and store text out of markdown and HTML.
+
+Bodies and properties go through st.code, st.text and st.dataframe only. Every other element that
+Streamlit renders as markdown (titles, headers, captions, st.info/warning/error/success, widget labels,
+help texts, button labels) gets user or store text only through `plain()`, which backslash-escapes
+every ASCII punctuation character (CommonMark: any of them may be escaped, and an escaped one is shown
+as itself). So a topic `**bold** [x](http://evil)` or a folder named `:red[x]` reads literally.
+"""
 
 from __future__ import annotations
+
+import string
 
 import pandas as pd
 import streamlit as st
 
 from app.bodies import CHARSETS, MODES, render_body
+
+_ESCAPES = str.maketrans({c: "\\" + c for c in string.punctuation})
+
+
+def plain(value) -> str:
+    """`value` as text that markdown shows literally (no links, emphasis, HTML, icons, colors, math)."""
+    return str(value).translate(_ESCAPES)
+
+
+def say(kind: str, template: str, *values) -> None:
+    """st.info/warning/error/success/caption/markdown of our own `template` (markdown allowed) with
+    `values` (user or store text) filled in as plain text: `say("warning", "No topic {}", name)`."""
+    text = template.format(*(plain(v) for v in values))
+    {"info": st.info, "warning": st.warning, "error": st.error, "success": st.success,
+     "caption": st.caption, "markdown": st.markdown}[kind](text)
 
 
 def body_viewer(body: bytes, key: str) -> None:
