@@ -61,6 +61,7 @@ class MessageStore(LookupsMixin):
             reput=self.services.reput)
         self.inspect.attach_admin(consumer_offsets=parts.consumer_offsets, topic_configs=parts.topics,
                                   checkpoint=parts.checkpoint, cleanup=self.services.cleanup)
+        self.inspect.attach_scheduled(service=self.services.schedule)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -111,6 +112,13 @@ class MessageStore(LookupsMixin):
         if self.read_only:
             return 0
         return self.services.reput.do_reput()
+
+    def deliver_delayed(self) -> int:
+        """One pass of delay-level delivery now, in the caller's thread (4.9 format; 0 elsewhere);
+        returns the messages delivered. Dispatch the delayed puts first (`dispatch_pending`)."""
+        self._check_open()
+        schedule = self.services.schedule
+        return 0 if schedule is None else schedule.deliver_due()
 
     def _close_parts(self) -> None:
         for part in (self.index_service, self.consume_queues, self.commit_log.mapped_files):

@@ -140,7 +140,10 @@ def _apply_delay(topic: str, queue_id: int, properties: dict, sys_flag: int,
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, f"DELAY {level_text!r} is not a number")
     if level <= 0:
         return topic, queue_id
-    level = min(level, len(settings.delay_levels_ms))
+    if level > len(settings.delay_levels_ms):
+        # CommitLog.asyncPutMessage: setDelayTimeLevel(maxDelayLevel) rewrites the DELAY property.
+        level = len(settings.delay_levels_ms)
+        properties["DELAY"] = str(level)
     properties["REAL_TOPIC"] = topic
     properties["REAL_QID"] = str(queue_id)
     return SCHEDULE_TOPIC, level - 1

@@ -20,6 +20,7 @@ from store.services.dispatch import ConsumeQueueDispatcher, IndexDispatcher, Rep
 from store.services.flush import (AsyncFlushService, CommitService, ConsumeQueueFlushService,
                                   GroupCommitService, TransientStorePool)
 from store.services.long_polling import PullRequestHoldService
+from store.services.schedule import build_schedule_service
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,9 @@ class StoreServices:
         self.flush_service = None
         self.cq_flush_service = None
         self.cleanup = CleanupService(parts, reput_offset_of=lambda: self.reput.reput_offset)
+        # Delay levels (4.9 format, writable): ScheduleMessageService, store/services/schedule.py.
+        self.schedule = build_schedule_service(parts, after_append=self.after_append, may_put=lambda: (
+            cfg.broker_role != "SLAVE" and not self.cleanup.disk_full))
         self.started = False
         self._offsets_timer: threading.Timer | None = None
         self._stop = threading.Event()
@@ -128,6 +132,8 @@ class StoreServices:
         rebuild_queue_offset_table(parts.commit_log, parts.consume_queues)
         for (topic, queue_id), max_offset in parts.commit_log.queue_offsets.items():
             self.hold.note_max_offset(topic, queue_id, max_offset)
+        if self.schedule is not None:
+            self.schedule.load()    # after dispatch caught up: offsets are clamped to the queues
 
     def start(self) -> None:
         parts = self.parts
@@ -138,6 +144,8 @@ class StoreServices:
             if service is not None:
                 service.start()
         self.cleanup.start()
+        if self.schedule is not None and parts.config.broker_role != "SLAVE":
+            self.schedule.start()
         self._schedule_offsets_persist()
         create_abort(parts.config.store_path_root_dir, parts.style)
         self.started = True
@@ -180,6 +188,8 @@ class StoreServices:
         if parts.read_only:
             return
         self.cleanup.shutdown()
+        if self.schedule is not None:
+            self.schedule.shutdown()
         if self.commit_service is not None:
             self.commit_service.shutdown()
         self.reput.shutdown(drain=True)
@@ -201,6 +211,8 @@ class StoreServices:
             self._offsets_timer.cancel()
         self.hold.shutdown()
         self.cleanup.shutdown()
+        if self.schedule is not None:
+            self.schedule.stop_quietly()
         self.reput.shutdown(drain=False)
         for service in (self.commit_service, self.flush_service, self.cq_flush_service):
             if service is not None:
