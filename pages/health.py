@@ -1,9 +1,10 @@
-"""Health: the store's cross-checks (MessageStore.check()) as a table with severities."""
+"""Health: the store's cross-checks (MessageStore.check()) as a table with severities; for a store
+left with an abort file by someone else, what a broker restart would do."""
 
 import streamlit as st
 
 from app import figures
-from app.health_data import findings_frame
+from app.health_data import findings_frame, pointer_notes
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import frame
 
@@ -11,19 +12,25 @@ st.title("Health")
 handle = current_handle()
 store = handle.store
 st.caption("Cross-checks of the commit log, consume queues, index and checkpoint (read-only).")
-if st.button("Run the checks", key="health_run") or "health_findings" not in st.session_state:
+# The findings belong to one store: kept with its key, and computed again for any other store
+# (they used to stay on screen, from the previous store, until the button was pressed).
+kept = st.session_state.get("health_findings")
+if st.button("Run the checks", key="health_run") or kept is None or kept[0] != handle.key:
     try:
         with handle.lock:
             handle.refresh()
-            st.session_state.health_findings = findings_frame(store.check(),
-                                                             store.config.store_path_root_dir)
+            kept = (handle.key, findings_frame(store.check(), store.config.store_path_root_dir,
+                                               hosted=not handle.read_only))
     except EXPECTED_ERRORS as error:
         user_error(error)
-        st.session_state.health_findings = None
-findings = st.session_state.get("health_findings")
+        kept = (handle.key, None)
+    st.session_state.health_findings = kept
+findings = kept[1]
 if findings is not None:
     if findings.empty:
         st.success("No findings: everything cross-checks.")
     else:
         st.plotly_chart(figures.findings_figure(findings), key="health_fig")
         frame(findings)
+for note in pointer_notes(store, getattr(store.checkpoint, "confirm_phy_offset", None)):
+    st.caption(note)

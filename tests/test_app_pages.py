@@ -326,3 +326,34 @@ def test_two_stores_named_store_stay_apart(tmp_path):
     from app.ui.state import get_registry
     for root in (crash_root, rolled_root):
         get_registry().close(f"read-only:{os.path.realpath(root)}")
+
+
+def _health_messages(at: AppTest) -> list[str]:
+    frames = [f.value for f in at.dataframe if "message" in f.value.columns]
+    return [m for f in frames for m in f["message"]]
+
+
+def test_health_shows_the_current_stores_findings(tmp_path):
+    crash = _fixture("rocketmq-4.9.7/crash-64k")
+    rolled = _fixture("rocketmq-4.9.7/rolled-64k")
+    crash_root = copy_store(crash, tmp_path / "crash")
+    rolled_root = copy_store(rolled, tmp_path / "rolled")
+    at = start_app()
+    open_store(at, crash_root, "read-only", os.path.join(crash, "store.properties"))
+    visit(at, "health")
+    assert any(m.startswith("abort file present: the last run") for m in _health_messages(at))
+    open_store(at, rolled_root, "read-only", os.path.join(rolled, "store.properties"))
+    visit(at, "health")      # no button pressed: the rolled store's own findings, at once
+    assert not any("abort" in m for m in _health_messages(at)), _health_messages(at)
+    from app.ui.state import get_registry
+    for root in (crash_root, rolled_root):
+        get_registry().close(f"read-only:{os.path.realpath(root)}")
+
+
+def test_health_on_a_hosted_store_explains_its_own_abort_file():
+    at = start_app()
+    visit(at, "health")
+    messages = _health_messages(at)
+    assert not any("did not shut down cleanly" in m for m in messages), messages
+    assert any("it is this dashboard's own" in m for m in messages), messages
+    assert any(c.value.startswith("confirm offset -1: not set") for c in at.caption)
