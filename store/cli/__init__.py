@@ -14,6 +14,9 @@ parser and `set_defaults(func=callable(args) -> int)`.
 | `common`   | config and store resolution from the arguments, output (table, JSON, key-value) |
 | `messages` | produce, pull, queries by key / id / offset / time, consumer offsets         |
 | `admin`    | dump, check, recover (and index rebuild), clean, convert-cq                  |
+| `mqadmin`  | mqadmin's store-side verbs by their own names and short flags (camelCase):  |
+|            | message queries and prints (`mqadmin_msgs`), topic, consumer, broker and    |
+|            | cleanup status (`mqadmin_status`)                                           |
 
 May import: the facade (`store.message_store`, `store.api`, `store.config`, `store.errors`),
 `store.inspect`, `store.tools`, `store.check.run` (findings), `store.meta.lockfile` (to refuse while a
@@ -57,6 +60,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     common = _common_parser()
     add_message_commands(subparsers, common)
     add_admin_commands(subparsers, common)
+    from store.cli.mqadmin import add_mqadmin_commands
+    add_mqadmin_commands(subparsers, common)
     _add_spark(subparsers, argv or [])
     return parser
 

@@ -121,6 +121,9 @@ def _set_index_aside(config) -> str | None:
 # -- clean ----------------------------------------------------------------------------------------
 
 def cmd_clean(args) -> int:
+    if getattr(args, "explain", False):
+        from store.cli.mqadmin_status import cmd_clean_explain
+        return cmd_clean_explain(args)
     with open_store(args, read_only=False) as store:
         result = asdict(store.clean_expired_files(force=args.force))
         result["minPhyOffsetAfter"] = store.pointers()["min_phy_offset"]
@@ -173,4 +176,6 @@ def add_admin_commands(subparsers, common) -> None:
 
     p = subparsers.add_parser("clean", parents=[common], help="run expiry cleanup once (writable)")
     p.add_argument("--force", action="store_true", help="delete old segments regardless of age")
+    p.add_argument("--explain", action="store_true",
+                   help="say what cleanup would delete now and why (read-only, no change to disk)")
     p.set_defaults(handler=cmd_clean, read_only_default=False, writes=True)
