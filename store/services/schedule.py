@@ -165,6 +165,7 @@ class ScheduleMessageService:
                     log.error("delay level %d: offset %d outside [%d, %d], corrected to %d",
                               level, offset, low, high, corrected)
                     self.offsets.set(level, corrected)
+                    self._dirty = True
                     offset = corrected
             self.cursors[level] = 0 if offset is None else offset
 
