@@ -5,10 +5,45 @@ from __future__ import annotations
 import threading
 import time
 
+from dataclasses import dataclass
+
+from app.paths import InputError
 from store.errors import StoreError
 
 MAX_LONG_POLL_MS = 60_000
 MAX_MESSAGES = 64
+
+
+@dataclass(frozen=True)
+class StartOffset:
+    queue_offset: int
+    committed: int          # the group's committed offset when the pull started, -1 if none
+    note: str = ""
+
+
+def start_offset(store, group: str, topic: str, queue_id: int, wanted: int | None) -> StartOffset:
+    """Where a pull starts: `wanted`, or (None) the group's committed offset, read now. A group
+    that never committed starts at the queue's min offset, as a consumer with CONSUME_FROM_FIRST
+    would; the note says so."""
+    if not group or not topic:
+        raise InputError("Give a consumer group and a topic.")
+    committed = store.query_consumer_offset(group, topic, queue_id)
+    if wanted is not None:
+        note = ""
+        if committed >= 0 and wanted < committed:
+            note = (f"Starting at {wanted}, before the group's committed offset {committed}: "
+                    f"these messages were consumed already.")
+        return StartOffset(wanted, committed, note)
+    if committed >= 0:
+        return StartOffset(committed, committed, f"Started at the group's committed offset {committed}.")
+    low = store.get_min_offset_in_queue(topic, queue_id)
+    return StartOffset(low, committed, f"The group has no committed offset on this queue: started at "
+                                       f"the queue's min offset {low}.")
+
+
+def commit_moves_back(committed: int, new_offset: int) -> bool:
+    """True when committing `new_offset` would move the group backwards (redelivering messages)."""
+    return committed >= 0 and new_offset < committed
 
 
 class PullJob:

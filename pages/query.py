@@ -7,7 +7,7 @@ import streamlit as st
 from app import query as q
 from app.paths import InputError, parse_int
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
-from app.ui.widgets import frame, message_details
+from app.ui.widgets import frame, message_details, plain
 
 st.title("Query")
 handle = current_handle()
@@ -72,6 +72,7 @@ if submitted:
             outcome = q.by_time_range(store, topic.strip(), _ms(begin_day, begin_time),
                                       _ms(end_day, end_time), int(max_num))
         st.session_state.q_outcome = outcome
+        st.session_state.q_outcome_seq = st.session_state.get("q_outcome_seq", 0) + 1
     except (InputError, *EXPECTED_ERRORS) as error:
         user_error(error)
         st.session_state.pop("q_outcome", None)
@@ -79,7 +80,7 @@ if submitted:
 outcome = st.session_state.get("q_outcome")
 if outcome is not None:
     for note in outcome.notes:
-        st.info(note)
+        st.info(plain(note))
     count = len(outcome.messages)
     st.subheader(f"{count} message(s)" + (" — the cap cut the result short; narrow the search"
                                           if outcome.capped else ""))
@@ -90,6 +91,11 @@ if outcome is not None:
                            key="q_csv")
         c2.download_button("Export JSON", q.export_json(outcome.messages), "messages.json",
                            "application/json", key="q_json")
-        chosen = st.selectbox("Show message", range(count), key="q_show",
-                              format_func=lambda i: f"{outcome.messages[i].msg_id}")
+        # A new widget per result: the browser keeps a selectbox's shown text across reruns, so one
+        # key for every result kept naming the previous result's message over the new details.
+        chosen = st.selectbox("Show message", range(count),
+                              key=f"q_show_{st.session_state.get('q_outcome_seq', 0)}",
+                              format_func=lambda i: f"{outcome.messages[i].msg_id} "
+                                                    f"(queue {outcome.messages[i].queue_id}, "
+                                                    f"offset {outcome.messages[i].queue_offset})")
         message_details(outcome.messages[chosen], "q_body")

@@ -357,3 +357,62 @@ def test_health_on_a_hosted_store_explains_its_own_abort_file():
     assert not any("did not shut down cleanly" in m for m in messages), messages
     assert any("it is this dashboard's own" in m for m in messages), messages
     assert any(c.value.startswith("confirm offset -1: not set") for c in at.caption)
+
+
+def test_query_show_message_follows_the_new_result():
+    at = start_app()
+    store = _registry_handle(at).store
+    ids = {}
+    for key in ("orders-1", "orders-2"):
+        put = store.put_message(Message("OrdersTopic", key.encode(), queue_id=0, keys=[key]))
+        assert put.ok
+        ids[key] = put.msg_id
+    store.dispatch_pending()
+    visit(at, "query")
+    for key in ("orders-1", "orders-2"):
+        at.text_input(key="q_topic").input("OrdersTopic")
+        at.text_input(key="q_key").input(key)
+        button(at, "Search").click()
+        at.run()
+        assert not at.exception
+        shown = [s for s in at.selectbox if s.label == "Show message"]
+        assert len(shown) == 1
+        assert ids[key] in shown[0].format_func(shown[0].value), (key, shown[0].value)
+        details = [f.value for f in at.dataframe if "msgId" in f.value.columns]
+        assert list(details[-1]["msgId"]) == [ids[key]]
+
+
+def test_pull_starts_at_the_committed_offset_and_guards_a_backward_commit():
+    at = start_app()
+    store = _registry_handle(at).store
+    assert store.put_messages([Message("BackTopic", f"m{n}".encode(), queue_id=0)
+                               for n in range(200)]).ok
+    store.dispatch_pending()
+    store.commit_consumer_offset("G191", "BackTopic", 0, 191)
+    visit(at, "pull")
+    at.text_input(key="pl_group").input("G191")
+    at.text_input(key="pl_topic").input("BackTopic")
+    at.number_input(key="pl_queue").set_value(0)
+    button(at, "Pull").click()
+    at.run()
+    assert not at.exception
+    job = at.session_state["pl_job"]
+    assert job.request["queue_offset"] == 191
+    assert [m.queue_offset for m in job.result.messages] == list(range(191, 199))
+    assert not at.warning and not button(at, "Commit offset 199 for group G191").disabled
+
+    at.radio(key="pl_start_from").set_value("this queue offset")
+    at.number_input(key="pl_offset").set_value(0)
+    button(at, "Pull").click()
+    at.run()
+    assert at.session_state["pl_job"].result.next_begin_offset == 8
+    assert any("BACKWARDS from 191" in w.value for w in at.warning), [w.value for w in at.warning]
+    commit = button(at, "Commit offset 8 for group G191")
+    assert commit.disabled                                  # not before the confirmation
+    [box] = [c for c in at.checkbox if c.label.startswith("Yes, move G191 back from 191 to 8")]
+    box.check()
+    at.run()
+    button(at, "Commit offset 8 for group G191").click()
+    at.run()
+    assert any("Committed" in s.value for s in at.success)
+    assert store.query_consumer_offset("G191", "BackTopic", 0) == 8

@@ -9,19 +9,30 @@ as itself). So a topic `**bold** [x](http://evil)` or a folder named `:red[x]` r
 
 from __future__ import annotations
 
-import string
+import re
 
 import pandas as pd
 import streamlit as st
 
 from app.bodies import CHARSETS, MODES, render_body
 
-_ESCAPES = str.maketrans({c: "\\" + c for c in string.punctuation})
+_INLINE = str.maketrans({c: "\\" + c for c in "\\`*_[]()<>#~:$|!{}&^@\"'"})
+_LINE_START = re.compile(r"^(\s*)([-+=]|\d+[.)])", re.MULTILINE)
+_WWW = re.compile(r"(?i)\b(www)\.")
+
+
+def _line_start(match: re.Match) -> str:
+    lead, mark = match.group(1), match.group(2)
+    return lead + (mark[:-1] + "\\" + mark[-1] if mark[0].isdigit() else "\\" + mark)
 
 
 def plain(value) -> str:
-    """`value` as text that markdown shows literally (no links, emphasis, HTML, icons, colors, math)."""
-    return str(value).translate(_ESCAPES)
+    """`value` as text that markdown shows literally: no links (GFM autolinks included: `:`, `@` and
+    the dot of `www.` are escaped), emphasis, HTML, icons, colors, math, lists or headings. Inline
+    markup characters are escaped everywhere; `-`, `+`, `=` and an ordered list's `1.` only where a
+    line starts, so `inspector-group` stays readable in labels."""
+    text = _WWW.sub(r"\1\\.", str(value).translate(_INLINE))
+    return _LINE_START.sub(_line_start, text)
 
 
 def say(kind: str, template: str, *values) -> None:
