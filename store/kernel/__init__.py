@@ -51,10 +51,43 @@ if COMPILED:
 _MAGIC_V1 = -626843481
 _MAGIC_V2 = -626843477
 _MAGIC_BLANK = -875286124
+# The longest TOPIC and PROPERTIES a record holds (RMQ_MAX_* in c/kernel.h): the reader takes their
+# lengths as a signed byte (v1 topic) or short (v2 topic, properties).
+_MAX_TOPIC_V1, _MAX_TOPIC_V2, _MAX_PROPERTIES = 127, 32767, 32767
 _SIZE_MAGIC = struct.Struct(">ii")
 _FIXED = {(b, s): struct.Struct(f">iiiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
 _PROPERTY_FIELDS = {b"TAGS": COL["tags_pos"], b"KEYS": COL["keys_pos"],
                     b"UNIQ_KEY": COL["uniq_pos"], b"DELAY": COL["delay_pos"]}
+
+
+# -- refusing what the C argument parser refuses ---------------------------------------------------
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+# CPython's messages for an int out of range of a PyArg_ParseTuple format: "i" (int32), "L" (long
+# long), "n" (Py_ssize_t). The twins raise the same OverflowError, before any other refusal, as C does.
+_OVERFLOW_MESSAGES = {"L": "int too big to convert",
+                      "n": "Python int too large to convert to C ssize_t"}
+
+
+def _overflow_message(value, kind: str) -> str | None:
+    """What the C argument parser says of `value` for format `kind`, or None when it fits."""
+    if not isinstance(value, int):
+        return None                      # not an int: the twin's own code raises its error
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        return "Python int too large to convert to C long" if kind == "i" else _OVERFLOW_MESSAGES[kind]
+    if kind == "i" and value > 0x7FFFFFFF:
+        return "signed integer is greater than maximum"
+    if kind == "i" and value < -0x80000000:
+        return "signed integer is less than minimum"
+    return None
+
+
+def _refuse_overflow(*values_and_kinds) -> None:
+    """Raise the C parser's OverflowError for the first (value, kind) out of range, if any."""
+    for value, kind in values_and_kinds:
+        message = _overflow_message(value, kind)
+        if message is not None:
+            raise OverflowError(message)
 
 
 def scan_buffer(rows: int) -> np.ndarray:
@@ -68,22 +101,41 @@ def _encode_record_py(topic: bytes, queue_id: int, flag: int, sys_flag: int, que
                       phy_offset: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
                       store_host: bytes, reconsume_times: int, prepared_offset: int, body,
                       properties, version: int) -> bytearray:
+    def refuse_ints():       # the C parser refuses an out-of-range int before anything else
+        _refuse_overflow((queue_id, "i"), (flag, "i"), (sys_flag, "i"), (queue_offset, "L"),
+                         (phy_offset, "L"), (born_timestamp, "L"), (store_timestamp, "L"),
+                         (reconsume_times, "i"), (prepared_offset, "L"), (version, "i"))
+
     b, s = len(born_host), len(store_host)
     if b not in (8, 20) or s not in (8, 20) or version not in (1, 2):
+        refuse_ints()
         raise ValueError("hosts are 8 or 20 bytes and the version is 1 or 2")
+    # The reader takes TOPICLENGTH as a signed byte (v1) or short (v2) and PROPERTIESLENGTH as a
+    # signed short (spec §2.1): a longer field could never be read back.
+    topic_length = len(topic)
+    if topic_length > (_MAX_TOPIC_V1 if version == 1 else _MAX_TOPIC_V2):
+        refuse_ints()
+        raise ValueError(f"topic of {topic_length} bytes does not fit a v{version} record")
+    properties_length = len(properties)
+    if properties_length > _MAX_PROPERTIES:
+        refuse_ints()
+        raise ValueError(f"properties of {properties_length} bytes exceed {_MAX_PROPERTIES}")
     body_length = len(body)
-    total = 72 + b + s + body_length + version + len(topic) + 2 + len(properties)
+    total = 72 + b + s + body_length + version + topic_length + 2 + properties_length
     try:
         record = bytearray(_FIXED[b, s].pack(
             total, _MAGIC_V2 if version == 2 else _MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF,
             queue_id, flag, queue_offset, phy_offset, sys_flag, born_timestamp, born_host,
             store_timestamp, store_host, reconsume_times, prepared_offset, body_length))
     except struct.error as error:
+        refuse_ints()
+        if total > 0x7FFFFFFF:
+            raise OverflowError("TOTALSIZE does not fit a signed 32-bit field") from None
         raise OverflowError(str(error)) from None
     record += body
-    record += len(topic).to_bytes(version, "big")
+    record += topic_length.to_bytes(version, "big")
     record += topic
-    record += len(properties).to_bytes(2, "big")
+    record += properties_length.to_bytes(2, "big")
     record += properties
     return record
 
@@ -96,8 +148,14 @@ _LONG = struct.Struct(">q")
 
 def _place_py(target, position: int, record, queue_offset: int, phy_offset: int,
               timestamp_position: int, store_timestamp: int) -> None:
+    if not (_INT64_MIN <= position <= _INT64_MAX and _INT64_MIN <= queue_offset <= _INT64_MAX and
+            _INT64_MIN <= phy_offset <= _INT64_MAX and
+            _INT64_MIN <= timestamp_position <= _INT64_MAX and
+            _INT64_MIN <= store_timestamp <= _INT64_MAX):
+        _refuse_overflow((position, "n"), (queue_offset, "L"), (phy_offset, "L"),
+                         (timestamp_position, "n"), (store_timestamp, "L"))
     size = len(record)
-    if position < 0 or size < 36 or timestamp_position < 36 or timestamp_position + 8 > size or \
+    if position < 0 or size < 36 or timestamp_position < 36 or timestamp_position > size - 8 or \
             position > len(target) - size:
         raise ValueError("the record does not fit the target at that position")
     view = memoryview(record)
@@ -125,7 +183,9 @@ def _find_properties_py(buf, props_pos: int, props_len: int, row: list[int]) -> 
 
 
 def _scan_py(buf, start: int, limit: int, check_crc: bool, out: np.ndarray):
-    end = min(limit, len(buf))
+    if not (_INT64_MIN <= start <= _INT64_MAX and _INT64_MIN <= limit <= _INT64_MAX):
+        _refuse_overflow((start, "n"), (limit, "n"))
+    end = max(0, min(limit, len(buf)))
     capacity = out.shape[0]
     count = 0
     pos = start
@@ -197,26 +257,37 @@ def _java_string_hash(text: str) -> int:
 
 
 def _index_hashes_py(buf, rows: np.ndarray, out_hashes: np.ndarray, out_rows: np.ndarray) -> int:
+    if rows.dtype != np.int64 or rows.size % SCAN_FIELDS or out_hashes.dtype != np.int64 or \
+            out_rows.dtype != np.int64 or out_rows.size != out_hashes.size:
+        raise ValueError("rows, out_hashes and out_rows must be aligned int64 arrays")
+    # The same checks in the same order as the C loop, so that both give the same answer (-1, -2 or
+    # the count) and refuse the same forged rows.
     count = 0
     capacity = len(out_hashes)
-    for number, row in enumerate(rows.tolist()):
+    size = len(buf)
+    for number, row in enumerate(rows.reshape(-1, SCAN_FIELDS).tolist()):
         if row[COL["sys_flag"]] & 0x0C == 0x0C:
             continue
         spans = [(row[COL["uniq_pos"]], row[COL["uniq_len"]], False),
                  (row[COL["keys_pos"]], row[COL["keys_len"]], True)]
         if spans[0][0] < 0 and spans[1][0] < 0:
             continue
-        topic = bytes(buf[row[COL["topic_pos"]]:row[COL["topic_pos"]] + row[COL["topic_len"]]])
+        topic_pos, topic_len = row[COL["topic_pos"]], row[COL["topic_len"]]
+        if topic_pos < 0 or topic_len < 0 or topic_pos > size or topic_len > size - topic_pos:
+            raise ValueError("a row points outside the buffer")
+        topic = bytes(buf[topic_pos:topic_pos + topic_len])
         if not topic.isascii():
             return -1
         for position, length, split in spans:
             if position < 0:
                 continue
+            if length < 0 or position > size or length > size - position:
+                raise ValueError("a row points outside the buffer")
             value = bytes(buf[position:position + length])
-            if not value.isascii():
-                return -1
             for token in (value.split(b" ") if split else [value]):
                 if token:
+                    if not token.isascii():
+                        return -1
                     if count == capacity:
                         return -2
                     out_hashes[count] = _java_string_hash((topic + b"#" + token).decode("ascii"))

@@ -87,7 +87,8 @@ PyObject *rmq_index_hashes(PyObject *self, PyObject *args)
         if (spans[0][0] < 0 && spans[1][0] < 0)
             continue;
         int64_t tp = row[F_TOPIC_POS], tl = row[F_TOPIC_LEN];
-        if (tp < 0 || tp + tl > buf.len)
+        /* Lengths left, not `tp + tl`: a forged row must not wrap past the check. */
+        if (tp < 0 || tl < 0 || tp > buf.len || tl > buf.len - tp)
             goto out_of_range;
         uint32_t prefix = 0;
         for (int64_t k = 0; k < tl; k++) {
@@ -100,7 +101,7 @@ PyObject *rmq_index_hashes(PyObject *self, PyObject *args)
             int64_t pos = spans[s][0], len = spans[s][1];
             if (pos < 0)
                 continue;
-            if (pos + len > buf.len)
+            if (len < 0 || pos > buf.len || len > buf.len - pos)
                 goto out_of_range;
             int64_t start = pos, end = pos + len;
             while (start < end) {

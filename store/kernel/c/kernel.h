@@ -28,6 +28,11 @@
 #define MAGIC_BLANK ((int32_t)0xCBD43194)
 #define SYSFLAG_BORNHOST_V6 0x10
 #define SYSFLAG_STOREHOST_V6 0x20
+/* The longest TOPIC and PROPERTIES a record can hold: the reader takes their lengths as a signed
+ * byte (v1 topic) or short (v2 topic, properties); spec §2.1. */
+#define RMQ_MAX_TOPIC_V1 127
+#define RMQ_MAX_TOPIC_V2 32767
+#define RMQ_MAX_PROPERTIES 32767
 
 /* Row layout written by scan(); store/kernel.py names the same columns in the same order. */
 enum {

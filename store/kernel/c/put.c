@@ -85,11 +85,18 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     PyObject *valid_topics = PyTuple_GET_ITEM(context, 0), *host_fields = PyTuple_GET_ITEM(context, 1),
              *store_host = PyTuple_GET_ITEM(context, 2);
+    /* Each conversion is checked before the next: PyObject_IsTrue must not run with an error set. */
     long long max_message_size = PyLong_AsLongLong(PyTuple_GET_ITEM(context, 3));
+    if (max_message_size == -1 && PyErr_Occurred())
+        return NULL;
     int style_49 = PyObject_IsTrue(PyTuple_GET_ITEM(context, 4));
+    if (style_49 < 0)
+        return NULL;
     int allow_v2 = PyObject_IsTrue(PyTuple_GET_ITEM(context, 5));
+    if (allow_v2 < 0)
+        return NULL;
     long long segment_size = PyLong_AsLongLong(PyTuple_GET_ITEM(context, 6));
-    if (PyErr_Occurred())
+    if (segment_size == -1 && PyErr_Occurred())
         return NULL;
     if (!PyAnySet_Check(valid_topics) || !PyDict_Check(host_fields) || !PyBytes_Check(store_host)) {
         PyErr_SetString(PyExc_TypeError, "context: (set, dict, bytes, int, bool, bool, int)");
@@ -255,7 +262,7 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     }
     if (count > 0 && style_49)
         props_len -= 1;                            /* 4.9.7 drops the last separator */
-    if (props_len > 32767)
+    if (props_len > RMQ_MAX_PROPERTIES)
         goto fallback;
 
     Py_ssize_t topic_len;
@@ -263,7 +270,7 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (topic_utf8 == NULL)
         goto fallback_clear;
     int version = allow_v2 && topic_len > 127 ? 2 : 1;
-    if (topic_len > (version == 1 ? 127 : 32767))
+    if (topic_len > (version == 1 ? RMQ_MAX_TOPIC_V1 : RMQ_MAX_TOPIC_V2))
         goto fallback;
     Py_ssize_t born_len = PyBytes_GET_SIZE(born), store_len = PyBytes_GET_SIZE(store_host);
     if ((born_len != 8 && born_len != 20) || (store_len != 8 && store_len != 20))
@@ -279,7 +286,9 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         .topic_len = topic_len, .properties_len = props_len, .version = version,
     };
     Py_ssize_t total = rmq_record_size(&layout);
-    if (total > max_message_size + 65536 || total + 8 > segment_size)
+    /* `total - 65536`, not `max_message_size + 65536`: a huge configured maximum must not overflow.
+     * TOTALSIZE is a signed 32-bit field; total is small, so `total + 8` cannot overflow. */
+    if (total > INT32_MAX || total - 65536 > max_message_size || total + 8 > segment_size)
         goto fallback;
 
     record = PyByteArray_FromStringAndSize(NULL, total);

@@ -51,7 +51,8 @@ const char rmq_encode_record_doc[] = (
 "              born_host, store_timestamp, store_host, reconsume_times, prepared_offset,\n"
 "              body, properties, version) -> bytearray\n\n"
 "One record, fields as given (hosts already encoded: 8 or 20 bytes; sys_flag must already carry\n"
-"the matching IPv6 bits). 32-bit fields out of range raise OverflowError.");
+"the matching IPv6 bits). 32-bit fields out of range raise OverflowError; a topic longer than\n"
+"127 bytes (v1) or 32,767 (v2), or properties longer than 32,767 bytes, raise ValueError.");
 
 PyObject *rmq_encode_record(PyObject *self, PyObject *args)
 {
@@ -69,6 +70,18 @@ PyObject *rmq_encode_record(PyObject *self, PyObject *args)
     if ((born_len != 8 && born_len != 20) || (store_len != 8 && store_len != 20) ||
         (version != 1 && version != 2)) {
         PyErr_SetString(PyExc_ValueError, "hosts are 8 or 20 bytes and the version is 1 or 2");
+        goto done;
+    }
+    /* The reader takes TOPICLENGTH as a signed byte (v1) or short (v2) and PROPERTIESLENGTH as a
+     * signed short (spec §2.1): a longer field would be written truncated and never read back. */
+    if (topic_len > (version == 1 ? RMQ_MAX_TOPIC_V1 : RMQ_MAX_TOPIC_V2)) {
+        PyErr_Format(PyExc_ValueError, "topic of %zd bytes does not fit a v%d record", topic_len,
+                     version);
+        goto done;
+    }
+    if (props.len > RMQ_MAX_PROPERTIES) {
+        PyErr_Format(PyExc_ValueError, "properties of %zd bytes exceed %d", props.len,
+                     RMQ_MAX_PROPERTIES);
         goto done;
     }
     rmq_record record = {
@@ -110,17 +123,19 @@ PyObject *rmq_place(PyObject *self, PyObject *args)
                           &phy_offset, &ts_position, &store_ts))
         return NULL;
     PyObject *result = NULL;
-    if (position < 0 || record.len < 36 || ts_position < 36 || ts_position + 8 > record.len ||
+    /* Lengths left, not `ts_position + 8`: a position near 2^63 must not wrap past the check. */
+    if (position < 0 || record.len < 36 || ts_position < 36 || ts_position > record.len - 8 ||
         position > target.len - record.len) {
         PyErr_SetString(PyExc_ValueError, "the record does not fit the target at that position");
         goto done;
     }
     unsigned char *t = (unsigned char *)target.buf + position;
-    memcpy(t + 8, (const unsigned char *)record.buf + 8, record.len - 8);
+    /* memmove: `record` may be a view of `target` itself. */
+    memmove(t + 8, (const unsigned char *)record.buf + 8, record.len - 8);
     put64(t + 20, queue_offset);
     put64(t + 28, phy_offset);
     put64(t + ts_position, store_ts);
-    memcpy(t, record.buf, 8);
+    memmove(t, record.buf, 8);
     result = Py_None;
     Py_INCREF(result);
 done:

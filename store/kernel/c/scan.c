@@ -59,7 +59,11 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
         goto done;
     }
     const unsigned char *b = buf.buf;
+    /* Every bound below compares a length with the bytes left, never `pos + n` with `end`: a start
+     * near 2^63 (or a forged length) must not wrap past the check. A negative limit reads nothing. */
     Py_ssize_t end = limit < buf.len ? limit : buf.len;
+    if (end < 0)
+        end = 0;
     Py_ssize_t capacity = out.len / (SCAN_FIELDS * 8), count = 0, pos = start, stop_size = 0;
     int stop = STOP_END;
     int64_t *row = out.buf;
@@ -69,9 +73,10 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
         goto finished;
     }
     while (1) {
-        if (pos + 8 > end) {
+        Py_ssize_t room = end - pos;              /* pos >= 0 and end >= 0: no overflow */
+        if (room < 8) {
             /* Nothing more to read: at the limit it is the end; a few bytes short is torn. */
-            stop = pos >= end ? STOP_END : STOP_INVALID;
+            stop = room <= 0 ? STOP_END : STOP_INVALID;
             stop_size = -1;
             break;
         }
@@ -87,36 +92,40 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
         int version = magic == MAGIC_V1 ? 1 : magic == MAGIC_V2 ? 2 : 0;
         stop = STOP_INVALID;
         stop_size = -1;
-        if (version == 0 || total > end - pos || pos + 40 > end)
+        if (version == 0 || total > room || room < 40)
             break;
+        /* Offsets from pos below stay under 2^31 + 2^17 (int32 body length, int16 topic and
+         * properties lengths), so `rel + n > room` cannot wrap either. */
         int32_t sys_flag = get32(b + pos + 36);
         Py_ssize_t born_len = (sys_flag & SYSFLAG_BORNHOST_V6) ? 20 : 8;
         Py_ssize_t store_len = (sys_flag & SYSFLAG_STOREHOST_V6) ? 20 : 8;
-        Py_ssize_t body_len_pos = pos + 68 + born_len + store_len;
-        if (body_len_pos + 4 > end)
+        Py_ssize_t body_len_rel = 68 + born_len + store_len;
+        if (body_len_rel + 4 > room)
             break;
+        Py_ssize_t body_len_pos = pos + body_len_rel;
         int32_t n = get32(b + body_len_pos);
         Py_ssize_t body_len = n > 0 ? n : 0;
-        Py_ssize_t topic_len_pos = body_len_pos + 4 + body_len;
-        if (topic_len_pos + version > end)
+        Py_ssize_t topic_len_rel = body_len_rel + 4 + body_len;
+        if (topic_len_rel + version > room)
             break;
+        Py_ssize_t topic_len_pos = pos + topic_len_rel;
         Py_ssize_t topic_len = version == 1 ? (int8_t)b[topic_len_pos]
                                             : (int16_t)((b[topic_len_pos] << 8) | b[topic_len_pos + 1]);
         if (topic_len < 0)
             break;
-        Py_ssize_t topic_pos = topic_len_pos + version;
-        Py_ssize_t props_pos = topic_pos + topic_len + 2;
-        if (props_pos > end)
+        Py_ssize_t props_rel = topic_len_rel + version + topic_len + 2;
+        if (props_rel > room)
             break;
+        Py_ssize_t topic_pos = topic_len_pos + version, props_pos = pos + props_rel;
         int16_t pl = (int16_t)((b[props_pos - 2] << 8) | b[props_pos - 1]);
         Py_ssize_t props_len = pl > 0 ? pl : 0;
-        if (props_pos + props_len > end)
+        if (props_rel + props_len > room)
             break;
         int32_t body_crc = get32(b + pos + 8);
         if (check_crc && body_len &&
             (int32_t)(crc32_bytes(b + body_len_pos + 4, body_len) & 0x7FFFFFFF) != body_crc)
             break;
-        if (props_pos + props_len - pos != total) {
+        if (props_rel + props_len != total) {
             stop_size = total > 0 ? total : -1;
             break;
         }
