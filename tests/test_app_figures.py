@@ -115,7 +115,7 @@ def test_findings_frame_puts_the_message_first_and_shortens_paths():
     findings = [Finding("info", "files", "/s/root/abort", None, "abort file present"),
                 Finding("error", "index", "/elsewhere/x", 4, "bad")]
     frame = findings_frame(findings, "/s/root")
-    assert list(frame.columns) == ["severity", "component", "message", "path", "position"]
+    assert list(frame.columns)[:5] == ["severity", "component", "message", "path", "position"]
     assert list(frame["severity"]) == ["error", "info"]
     assert list(frame["path"]) == ["/elsewhere/x", "abort"]
 
@@ -247,3 +247,74 @@ def test_rocksdb_stats_before_the_database_exists(tmp_path):
         cq.close()
     assert facts_rows({"x": None, "y": 1234}) == [{"fact": "x", "value": "-"},
                                                   {"fact": "y", "value": "1,234"}]
+
+
+def _rolled_segments(count: int, size: int = 4096, last_fill: int = 1000) -> list[SegmentInfo]:
+    full = [SegmentInfo(f"{i * size:020d}", i * size, size, size - 96, 96, 10, "full")
+            for i in range(count - 1)]
+    return full + [SegmentInfo(f"{(count - 1) * size:020d}", (count - 1) * size, size, last_fill, 0, 2,
+                               "active")]
+
+
+@pytest.mark.parametrize("count", [1, 54, 153, 1200])
+def test_log_strip_has_a_fixed_height_and_bounded_bars(count):
+    from app import segment_figures
+    segments = _rolled_segments(count)
+    wrote = segments[-1].file_from_offset + 1000
+    fig = segment_figures.log_strip_figure(segments, {"wrote": wrote, "flushed": wrote - 10})
+    assert fig.layout.height == segment_figures.STRIP_HEIGHT_PX
+    records = fig.data[0]
+    assert len(records.x) <= segment_figures.MAX_STRIP_BARS
+    assert sum(records.x) == sum(s.data_bytes for s in segments)        # nothing lost in the bins
+    assert sum(fig.data[2].x) == sum(s.size_bytes - s.data_bytes - s.filler_bytes for s in segments)
+    assert f"{count:,} segment file(s)" in fig.layout.title.text
+    box = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert len(box) == 1 and box[0].x0 == segments[-1].file_from_offset      # the active segment
+
+
+def test_log_strip_shows_the_expired_range():
+    from app import segment_figures
+    segments = _rolled_segments(5)[2:]
+    fig = segment_figures.log_strip_figure(segments, {"wrote": segments[-1].file_from_offset + 10})
+    expired = [t for t in fig.data if t.name == "expired (deleted)"]
+    assert expired and list(expired[0].x) == [segments[0].file_from_offset]
+
+
+def test_pointer_zoom_labels_a_lagging_flush_in_bytes():
+    """The live-store case: flushed 11,262,116 vs wrote 11,459,070 in a 1 GiB segment is a 0.02%
+    gap: the figure zooms to the pointers and labels the 196,954 bytes."""
+    from app import segment_figures
+    segment = SegmentInfo("00000000000000000000", 0, 1 << 30, 11_459_070, 0, 900, "active")
+    pointers = {"wrote": 11_459_070, "committed": 11_459_070, "flushed": 11_262_116,
+                "reput": 11_459_070, "confirm": -1, "min_phy_offset": 0}
+    fig = segment_figures.pointer_zoom_figure([segment], pointers)
+    texts = [a.text for a in fig.layout.annotations]
+    assert "<b>196,954 bytes behind wrote</b>" in texts
+    assert texts.count("= wrote") == 2                       # committed and reput are level
+    x0, x1 = fig.layout.xaxis.range
+    assert x0 < 11_262_116 and x1 > 11_459_070 and x1 - x0 < 1_000_000   # zoomed in
+    assert "zoomed to the pointers" in fig.layout.title.text
+    lanes = [t.y[0] for t in fig.data if t.type == "scatter" and t.mode == "markers"]
+    assert lanes == ["wrote<br>11,459,070", "committed<br>11,459,070", "flushed<br>11,262,116",
+                     "reput<br>11,459,070"]                  # confirm -1 has no lane
+    red = [t for t in fig.data if t.type == "scatter" and t.mode == "lines"]
+    assert len(red) == 1 and list(red[0].x) == [11_262_116, 11_459_070]
+
+
+def test_pointer_zoom_shows_the_whole_segment_when_pointers_are_far_apart():
+    from app import segment_figures
+    segments = _rolled_segments(3, size=1000, last_fill=600)
+    fig = segment_figures.pointer_zoom_figure(segments, {"wrote": 2600, "flushed": 1900})
+    x0, x1 = fig.layout.xaxis.range
+    assert x0 < 1900 and x1 > 3000                          # flushed still in the previous file
+    assert "<b>700 bytes behind wrote</b>" in [a.text for a in fig.layout.annotations]
+    assert segment_figures.pointer_zoom_figure([], {}).data == ()
+
+
+def test_recent_segments_roll():
+    from app import segment_figures
+    fig = segment_figures.recent_segments_figure(_rolled_segments(25))
+    assert list(fig.data[0].x) == [f"#{n}" for n in range(15, 25)]
+    assert "Newest 10 of 25" in fig.layout.title.text
+    fig = segment_figures.recent_segments_figure(_rolled_segments(26))
+    assert list(fig.data[0].x)[-1] == "#25"                   # a new file pushes the window on
