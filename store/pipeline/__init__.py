@@ -13,7 +13,7 @@ migrate) write to a directory they are given, never into the store they read.
 | `spark_sources`, `streaming`, `source_options`            | `spark.read/readStream.format("rocketmq-...")` |
 | `jobs_export`, `jobs_stats`, `jobs_rebuild`, `jobs_verify`, `jobs_migrate` | the jobs                  |
 | `session`, `progress`, `cli`                              | the SparkSession, a progress bar, `rmqstore spark ...` |
-| `synthetic`, `testing`                                    | synthetic logs and shared fixtures for tests |
+| `synthetic`                                               | synthetic logs for tests                     |
 
 May import: anything of the engine below the facade (codecs, kernel, the structures, `store.services`
 dispatchers for rebuild), pyspark, pyarrow, pandas. Never `app/` or `pages/`.
