@@ -16,7 +16,11 @@ def test_scenario_runs_at_smoke_size(name, tmp_path, capsys):
     report = module.main(["--size", "smoke", "--workdir", str(tmp_path), "--no-json"])
     out = capsys.readouterr().out
     assert f"## {name} (smoke)" in out
-    assert report.skipped or report.rows
+    assert report.skipped is None, f"{name} skipped: {report.skipped}"
+    assert report.rows, f"{name} reported no rows"
+    for row in report.rows:                 # every figure measured, none of them empty or negative
+        assert row.ours and all(value >= 0 for value in row.ours), (row.case, row.metric, row.ours)
+        assert f"| {row.case} |" in out or row.case in out
     assert list(tmp_path.iterdir()) == [], "scratch stores must be deleted"
 
 

@@ -37,6 +37,10 @@ def _message(line: dict) -> Message:
 
 
 def replay(fixture: str, root: str):
+    if "timerBefore" in load_dump(fixture):
+        # The log also holds the deliveries the broker's timer threads wrote at its own wall clock
+        # (not in messages.jsonl), and the engine does not host the timer's put-time rewrite.
+        pytest.skip("a timer fixture's deliveries cannot be replayed through puts")
     with open(os.path.join(fixture, "write-result.json"), encoding="utf-8") as handle:
         written = json.load(handle)["results"]
     with open(os.path.join(fixture, "messages.jsonl"), encoding="utf-8") as handle:
@@ -106,7 +110,7 @@ def test_replay_writes_the_same_bytes(fixture, tmp_path):
 @pytest.mark.parametrize("fixture", [f for f in FIXTURES if not load_dump(f)["before"]["abortFileExists"]],
                          ids=lambda f: fixture_id(f))
 def test_replayed_store_answers_like_the_real_one(fixture, tmp_path):
-    from tests.test_fixtures_golden import assert_message_equal, _pull_all
+    from tests.test_fixtures_golden import _pull_all, assert_message_equal, true_hits_of
     config = replay(fixture, str(tmp_path / "store"))
     dump = load_dump(fixture)
     with MessageStore.open(config, read_only=True) as store:
@@ -116,7 +120,8 @@ def test_replayed_store_answers_like_the_real_one(fixture, tmp_path):
             assert len(pulled) == len(queue["messages"])
             for got, want in zip(pulled, queue["messages"]):
                 assert_message_equal(got, want)
+        assert dump["queries"], "the fixture has no key queries to check"
         for query in dump["queries"]:
-            got = store.query_message(query["topic"], query["key"], 64)
-            assert {m.commit_log_offset for m in got.messages} <= \
-                {h["commitLogOffset"] for h in query["hits"]}
+            got = store.query_message(query["topic"], query["key"], query["maxNum"])
+            assert sorted(m.commit_log_offset for m in got.messages) == true_hits_of(dump, query), \
+                query["key"]
