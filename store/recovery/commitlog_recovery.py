@@ -340,7 +340,10 @@ def recover_commit_log(commit_log: CommitLog, *, abnormal: bool, read_only: bool
         if report.truncated_bytes or deleted:
             report.step("truncate", f"cut the commit log at {process_offset}: "
                                     f"{report.truncated_bytes} dirty bytes, files deleted: {deleted or 'none'}")
-    report.consume_queues_truncated = cq_max_phy_offset >= process_offset
+    # RocketMQ calls truncateDirtyLogicFiles when the queues' max phy end is >= processOffset; at
+    # equality it cuts nothing (every unit ends at or before the log's end), so only a larger end
+    # means the queues are really cut (and the report says so).
+    report.consume_queues_truncated = cq_max_phy_offset > process_offset
     report.dispatch_from = report.start_phy_offset if abnormal else \
         max(commit_log.min_offset(), min(max(cq_max_phy_offset, 0), process_offset))
     return report
