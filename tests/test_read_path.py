@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -12,6 +14,20 @@ from store.codec.javahash import java_string_hash
 from store.commitlog.read_path import TagFilter, TransferLimits, _plan_scan, _scan_sequentially
 
 TAGS = ["A", "B", "C"]
+_RECORD_HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")   # TOTALSIZE .. BODY LENGTH, IPv4 hosts
+MIN_RECORD = _RECORD_HEAD.size + 1 + 1 + 2          # topic "T", no properties
+
+
+def _with_records(background: bytes, units, queue_id: int = 0) -> bytes:
+    """`background` with, at each unit's offset, a record of its size for T/queue_id at its
+    index (a pull serves only the record its unit names: garbage bytes would all be skipped)."""
+    log = bytearray(background)
+    for index, (phy, size) in enumerate(zip(units["phy_offset"].tolist(), units["size"].tolist())):
+        body = bytes(size - MIN_RECORD)
+        log[phy:phy + size] = _RECORD_HEAD.pack(
+            size, -626843481, 0, queue_id, 0, index, phy, 0, 0, bytes(8), 0, bytes(8), 0, 0,
+            len(body)) + body + b"\x01T\x00\x00"
+    return bytes(log)
 
 
 class FakeLog:
@@ -137,7 +153,7 @@ class FakeOtherQueues:
 
 
 @given(data=st.data(),
-       sizes=st.lists(st.integers(1, 700), min_size=1, max_size=150),
+       sizes=st.lists(st.integers(MIN_RECORD, 700), min_size=1, max_size=150),
        tags=st.lists(st.sampled_from(TAGS), min_size=150, max_size=150),
        max_msg_nums=st.integers(1, 70),
        expression=st.sampled_from(["*", "A", "A || C", "Z"]),
@@ -159,8 +175,8 @@ def test_get_message_matches_the_sequential_loop(data, sizes, tags, max_msg_nums
     units["size"] = sizes
     units["tags_code"] = [java_string_hash(t) for t in tags[:len(sizes)]]
     total = int(phys.max()) + sizes[int(np.argmax(phys))]
-    log_bytes = (np.arange(total + data.draw(st.integers(0, 50), label="tail")) % 251) \
-        .astype(np.uint8).tobytes()
+    log_bytes = _with_records((np.arange(total + data.draw(st.integers(0, 50), label="tail")) % 251)
+                              .astype(np.uint8).tobytes(), units)
     segments = -(-len(log_bytes) // segment_size)
     removed = data.draw(st.sets(st.integers(0, segments - 1), max_size=1), label="removed")
     log = FakeCommitLog(log_bytes, segment_size, removed)
@@ -196,9 +212,10 @@ def test_get_message_statuses_around_the_window():
     from store.commitlog.read_path import get_message
 
     units = np.zeros(3, dtype=CQ_UNIT_DTYPE)
-    units["phy_offset"] = [0, 10, 20]
-    units["size"] = 10
-    log = FakeCommitLog(bytes(range(30)), 1 << 20)
+    units["phy_offset"] = [0, 100, 200]
+    units["size"] = 100
+    log_bytes = _with_records(bytes(300), units, queue_id=1)
+    log = FakeCommitLog(log_bytes, 1 << 20)
     limits = TransferLimits(physical_memory_bytes=1 << 30)
     asked = []
 
@@ -217,8 +234,8 @@ def test_get_message_statuses_around_the_window():
         assert pull(queues, 3).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
         badly = pull(queues, 9)
         assert (badly.status, badly.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_BADLY, 3)
-        assert [bytes(m) for m in pull(queues, 1).messages] == [bytes(range(10, 20)),
-                                                               bytes(range(20, 30))]
+        assert [bytes(m) for m in pull(queues, 1).messages] == [log_bytes[100:200],
+                                                               log_bytes[200:300]]
     assert asked == [] or all(a == ("T", 1) for a in asked)
     empty = FakeFileQueues(units[:0])
     assert pull(empty, 0).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
@@ -253,7 +270,7 @@ def test_a_filtered_pull_reads_past_its_probe_only_when_needed(late, memory_line
     for index in list(range(0, 38, 2)) + list(range(late, late + 13)):   # 19 early, 13 late
         tags[index] = "A"
     units = _units_of([100] * 600, tags)
-    log_bytes = (np.arange(60_000) % 251).astype(np.uint8).tobytes()
+    log_bytes = _with_records((np.arange(60_000) % 251).astype(np.uint8).tobytes(), units)
     log = FakeCommitLog(log_bytes, 1 << 20)
     # Units at or past `memory_line` are in memory (up to 32 taken), those before on disk (20).
     in_memory = 10**12 if memory_line is None else len(log_bytes) - memory_line * 100

@@ -15,19 +15,33 @@ sliced from one segment in one list comprehension (`_slice_records`). Whenever a
 prove it gives RocketMQ's answer (units on both sides of the in-memory line, a byte limit that may
 fire, records in several segments or expired), the general numpy plan or the unit-by-unit loop
 decides; tests/test_read_path.py checks all of them against that loop.
+
+The last line against a wrong message: a unit whose record is not the one it names is never
+served. Every served record must carry the pulled queue id and its unit's queue offset (QUEUEID at
+byte 12, QUEUEOFFSET at byte 20 of the record, `MessageDecoder`'s fixed header: one C-level
+unpack per record, `_carries`) and the pulled topic (every decoded message's topic; for raw and
+view pulls, the first record's, `_topic_of`). When that fails, the unit-by-unit loop reads the
+window again checking each record in full (`_wrong_record`) and skips the wrong ones like RocketMQ
+skips an unreadable unit (counted as scanned, MESSAGE_WAS_REMOVING if nothing was taken before
+it), with a one-line reason each in `GetMessageResult.skipped` (shown in `explanation`).
+RocketMQ itself does not check this (`DefaultMessageStore.getMessage` serves whatever the unit's
+offset and size select); it matters after a power cut or a recovery bug leaves a unit pointing at
+another record.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
 from store.api import GetMessageResult, GetMessageStatus
 from store.codec.cq_unit import CQ_UNIT_DTYPE
 from store.codec.javahash import java_string_hash
-from store.codec.message import decode_message
+from store.codec.message import MESSAGE_MAGIC_V2, decode_message
 from store.commitlog.read_plan import (
     TransferLimits, _is_batch_full, _plan_scan, _plan_unfiltered, _plan_window, _unit_struct,
 )
@@ -37,6 +51,10 @@ FILTER_WINDOW_BYTES_MIN = 16000
 PROBE_FACTOR = 4            # a filtered pull first reads 4 x max_msg_nums + 1 units
 SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
 _FILTERS: dict = {}   # expression -> TagFilter (parsed once; instances are immutable)
+_QUEUE_FIELDS = struct.Struct(">12xi4xq")      # a record's QUEUEID (byte 12), QUEUEOFFSET (20)
+_MAGIC_SYSFLAG = struct.Struct(">4xi28xi")     # its MAGICCODE (byte 4), SYSFLAG (36)
+_TOPIC_HEAD = struct.Struct(">4xi28xi44xi")    # and BODY LENGTH if both hosts are IPv4 (84)
+_TOPIC_PREFIXES: dict = {}   # topic -> its v1 TOPIC LENGTH byte + TOPIC bytes
 
 
 def total_physical_memory_bytes() -> int:
@@ -127,9 +145,11 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
                             max_total_msg_size, commit_log_max, in_memory_bytes)
         if plan is not None and plan[2] < probe_units:
             records = _slice_records(commit_log, plan[0], plan[1], view)
-            if records is not None:
-                return _found(records, decode, queue_offset + plan[2], min_offset, max_offset,
-                              (commit_log_max - plan[3]) > in_memory_bytes)
+            if records is not None and _carries(records, queue_id, queue_offset, plan[4], topic):
+                found = _found(records, decode, queue_offset + plan[2], min_offset, max_offset,
+                               (commit_log_max - plan[3]) > in_memory_bytes, topic)
+                if found is not None:
+                    return found
         data = _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
                            window_units, max_offset)
     if data is None:
@@ -147,16 +167,18 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
             if taken_count < count:
                 phys, sizes = phys[:taken_count], sizes[:taken_count]
             records = _slice_records(commit_log, phys, sizes, view)
-            if records is not None:
-                return _found(records, decode, queue_offset + taken_count, min_offset, max_offset,
-                              (commit_log_max - phys[-1]) > in_memory_bytes)
+            if records is not None and _carries(records, queue_id, queue_offset, None, topic):
+                found = _found(records, decode, queue_offset + taken_count, min_offset,
+                               max_offset, (commit_log_max - phys[-1]) > in_memory_bytes, topic)
+                if found is not None:
+                    return found
             return _scan_sequentially(
                 commit_log, np.frombuffer(data, CQ_UNIT_DTYPE), queue_offset, max_msg_nums,
                 tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
-                commit_log_max, in_memory_bytes)
-    return _pull_planned(commit_log, data, count, queue_offset, max_msg_nums, tag_filter, limits,
-                         max_total_msg_size, min_offset, max_offset, decode, commit_log_max,
-                         in_memory_bytes)
+                commit_log_max, in_memory_bytes, verify=(topic, queue_id))
+    return _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_msg_nums,
+                         tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
+                         commit_log_max, in_memory_bytes)
 
 
 def _more_units(pull_window, consume_queues, topic: str, queue_id: int, queue_offset: int,
@@ -186,8 +208,8 @@ def _outside_queue(known_queue, topic: str, queue_id: int, queue_offset: int, mi
                             max_offset)
 
 
-def _pull_planned(commit_log, data, count, queue_offset, max_msg_nums, tag_filter, limits,
-                  max_total_msg_size, min_offset, max_offset, decode, commit_log_max,
+def _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_msg_nums, tag_filter,
+                  limits, max_total_msg_size, min_offset, max_offset, decode, commit_log_max,
                   in_memory_bytes) -> GetMessageResult:
     """A pull the tuple shortcut does not take (a filter, a large window, a byte limit that may
     fire): `_plan_window`'s numpy plan, else `_plan_scan`; the unit-by-unit loop when a taken
@@ -201,25 +223,91 @@ def _pull_planned(commit_log, data, count, queue_offset, max_msg_nums, tag_filte
         phys, sizes = units["phy_offset"][taken].tolist(), units["size"][taken].tolist()
         max_phy_pulling = int(units["phy_offset"][scanned - 1]) if scanned else 0
     else:
-        phys, sizes, scanned, max_phy_pulling = plan
+        phys, sizes, scanned, max_phy_pulling, taken = plan
     records = _slice_records(commit_log, phys, sizes, view=decode == "view")
-    if records is None:
-        # Some units point at expired commit log data: RocketMQ's sequential rules decide.
-        return _scan_sequentially(commit_log, np.frombuffer(data, CQ_UNIT_DTYPE), queue_offset,
-                                  max_msg_nums, tag_filter, limits, max_total_msg_size,
-                                  min_offset, max_offset, decode, commit_log_max,
-                                  in_memory_bytes)
-    return _found(records, decode, queue_offset + scanned, min_offset, max_offset,
-                  (commit_log_max - max_phy_pulling) > in_memory_bytes)
+    if records is not None and _carries(records, queue_id, queue_offset, taken, topic):
+        found = _found(records, decode, queue_offset + scanned, min_offset, max_offset,
+                       (commit_log_max - max_phy_pulling) > in_memory_bytes, topic)
+        if found is not None:
+            return found
+    # Some units point at expired commit log data, or at a record that is not theirs:
+    # RocketMQ's sequential rules decide, checking each record.
+    return _scan_sequentially(commit_log, np.frombuffer(data, CQ_UNIT_DTYPE), queue_offset,
+                              max_msg_nums, tag_filter, limits, max_total_msg_size,
+                              min_offset, max_offset, decode, commit_log_max,
+                              in_memory_bytes, verify=(topic, queue_id))
 
 
-def _found(records, decode, next_begin_offset, min_offset, max_offset, suggest_slave):
-    """The result of a scan that read every unit it took."""
+def _found(records, decode, next_begin_offset, min_offset, max_offset, suggest_slave, topic):
+    """The result of a scan that read every unit it took; None if a decoded message is of
+    another topic (then the unit-by-unit loop decides)."""
     status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
     if decode is True:
         records = [decode_message(raw) for raw in records]
+        if [message.topic for message in records].count(topic) != len(records):
+            return None
     return GetMessageResult(status, next_begin_offset, min_offset, max_offset, records,
                             suggest_slave)
+
+
+def _carries(records, queue_id: int, first_offset: int, taken, topic: str) -> bool:
+    """True if every record carries `queue_id` and its unit's queue offset (`first_offset` plus
+    its index in the window: `taken`, or 0, 1, ... when None), and the first one `topic`."""
+    if not records:
+        return True
+    if taken is None:
+        offsets = range(first_offset, first_offset + len(records))
+    else:
+        offsets = [first_offset + index for index in taken]
+    try:
+        if list(map(_QUEUE_FIELDS.unpack_from, records)) != list(zip(repeat(queue_id), offsets)):
+            return False
+        magic, sys_flag, body_length = _TOPIC_HEAD.unpack_from(records[0])
+    except struct.error:   # shorter than a record header
+        return False
+    if sys_flag & 0x30 or magic == MESSAGE_MAGIC_V2 or body_length < 0:
+        return _topic_of(records[0]) == topic.encode()
+    # The common record (v1, IPv4 hosts): TOPIC LENGTH (1 byte) and TOPIC after the body.
+    expected = _TOPIC_PREFIXES.get(topic)
+    if expected is None:
+        if len(_TOPIC_PREFIXES) >= 1024:
+            _TOPIC_PREFIXES.clear()
+        encoded = topic.encode()
+        expected = _TOPIC_PREFIXES[topic] = bytes((len(encoded) & 0xFF,)) + encoded
+    return records[0][88 + body_length:88 + body_length + len(expected)] == expected
+
+
+def _topic_of(raw) -> bytes | None:
+    """The TOPIC bytes of the record `raw` (None if its lengths run past it)."""
+    try:
+        magic, sys_flag = _MAGIC_SYSFLAG.unpack_from(raw)
+    except struct.error:
+        return None
+    at = 68 + (20 if sys_flag & 0x10 else 8) + (20 if sys_flag & 0x20 else 8)   # BODY LENGTH
+    at += 4 + max(int.from_bytes(raw[at:at + 4], "big", signed=True), 0)
+    width = 2 if magic == MESSAGE_MAGIC_V2 else 1                              # TOPIC LENGTH
+    length = int.from_bytes(raw[at:at + width], "big", signed=True)
+    at += width
+    if length < 0 or at + length > len(raw):
+        return None
+    return bytes(raw[at:at + length])
+
+
+def _wrong_record(raw, topic: str, queue_id: int, queue_offset: int, phy_offset: int) -> str | None:
+    """Why the record `raw` is not the one the unit (topic, queue_id, queue_offset) names; None
+    if it is."""
+    got_topic = _topic_of(raw)
+    try:
+        got_queue_id, got_offset = _QUEUE_FIELDS.unpack_from(raw)
+    except struct.error:
+        got_topic, got_queue_id, got_offset = None, None, None
+    if got_topic == topic.encode() and got_queue_id == queue_id and got_offset == queue_offset:
+        return None
+    where = f"unit {queue_offset} of {topic}/{queue_id} points at commit log offset {phy_offset}"
+    if got_topic is None:
+        return f"{where}, where no readable record of {len(raw)} bytes starts"
+    return (f"{where}, whose record is of {got_topic.decode('utf-8', 'replace')}/{got_queue_id} "
+            f"queue offset {got_offset}")
 
 
 def _get_units(consume_queues, topic, queue_id, queue_offset, count) -> bytes | None:
@@ -274,12 +362,18 @@ def _read_records(commit_log, phys: list, sizes: list, *, view: bool) -> list | 
 
 def _scan_sequentially(commit_log, units, queue_offset, max_msg_nums, tag_filter, limits,
                        max_total_msg_size, min_offset, max_offset, decode, commit_log_max,
-                       in_memory_bytes) -> GetMessageResult:
-    """The 4.9.7 loop unit by unit: needed when some units point at deleted commit log data."""
+                       in_memory_bytes, *, verify: tuple[str, int] | None = None
+                       ) -> GetMessageResult:
+    """The 4.9.7 loop unit by unit: needed when some units point at deleted commit log data.
+
+    `verify` = (topic, queue_id): each record is checked against its unit first; a wrong one is
+    skipped like an unreadable one (but the units after it in its segment are still read).
+    """
     status = GetMessageStatus.NO_MATCHED_MESSAGE
     next_phy_file_start = None
     buffer_total = 0
     records = []
+    skipped = []
     scanned = 0
     phy_offsets = units["phy_offset"].tolist()
     sizes = units["size"].tolist()
@@ -305,6 +399,13 @@ def _scan_sequentially(commit_log, units, queue_offset, max_msg_nums, tag_filter
                 status = GetMessageStatus.MESSAGE_WAS_REMOVING
             next_phy_file_start = commit_log.next_file_start(phy_offset)
             continue
+        if verify is not None:
+            reason = _wrong_record(raw, verify[0], verify[1], queue_offset + index, phy_offset)
+            if reason is not None:
+                skipped.append(reason)
+                if buffer_total == 0:
+                    status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                continue
         records.append(raw)
         buffer_total += size
         status = GetMessageStatus.FOUND
@@ -312,4 +413,4 @@ def _scan_sequentially(commit_log, units, queue_offset, max_msg_nums, tag_filter
     messages = [decode_message(raw) for raw in records] if decode is True else records
     suggest_slave = (commit_log_max - max_phy_pulling) > in_memory_bytes
     return GetMessageResult(status, queue_offset + scanned, min_offset, max_offset, messages,
-                            suggest_pulling_from_slave=suggest_slave)
+                            suggest_pulling_from_slave=suggest_slave, skipped=tuple(skipped))

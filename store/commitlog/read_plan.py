@@ -102,8 +102,9 @@ def _plan_unfiltered(phys, sizes, max_msg_nums, limits, max_total_msg_size, comm
 
 def _plan_window(data, count, max_msg_nums, hash_codes, limits, max_total_msg_size,
                  commit_log_max, in_memory_bytes):
-    """(phys, sizes of the taken units, scanned, max_phy_pulling) in a few numpy steps, when that
-    is cheap to prove; else None (then `_plan_scan` decides).
+    """(phys, sizes of the taken units, scanned, max_phy_pulling, the taken units' indices in
+    the window) in a few numpy steps, when that is cheap to prove; else None (then `_plan_scan`
+    decides).
 
     The reasoning of `_plan_unfiltered`, with a filter: if every unit up to the one that ends
     the scan lies on one side of the in-memory line, the count limit ends the scan at the unit
@@ -156,7 +157,7 @@ def _plan_window(data, count, max_msg_nums, hash_codes, limits, max_total_msg_si
             continue
         break
     if not taken:
-        return [], [], scanned, int(phy_column[scanned - 1])
+        return [], [], scanned, int(phy_column[scanned - 1]), taken
     # Units after the first taken one could hit a byte limit: none may push the taken bytes over
     # it (with positive sizes, the taken bytes before any unit are at most all the taken bytes).
     check_bytes = scanned > taken[0] + 1
@@ -177,7 +178,7 @@ def _plan_window(data, count, max_msg_nums, hash_codes, limits, max_total_msg_si
         if check_bytes and (int(sizes.min()) <= 0 or
                             sum(taken_sizes) + int(sizes.max()) > limit_bytes):
             return None
-    return taken_phys, taken_sizes, scanned, int(phy_column[scanned - 1])
+    return taken_phys, taken_sizes, scanned, int(phy_column[scanned - 1]), taken
 
 
 def _plan_scan(units, max_msg_nums, tag_filter, limits, max_total_msg_size, commit_log_max,

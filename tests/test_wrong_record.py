@@ -1,0 +1,95 @@
+"""The pull's last line: a consume-queue unit whose record is not the one it names (another queue
+offset, queue id or topic) is skipped with a reason, never served (store/commitlog/read_path.py)."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from store import GetMessageStatus, Message, MessageStore
+from store.codec.message import decode_message
+from tests.engine_util import small_config
+
+UNIT = struct.Struct(">qiq")
+
+
+def _units(path: str) -> list[tuple[int, int, int]]:
+    with open(path, "rb") as handle:
+        data = handle.read()
+    units = [UNIT.unpack_from(data, at) for at in range(0, len(data), UNIT.size)]
+    return [unit for unit in units if unit[1] > 0]
+
+
+def _set_unit(path: str, index: int, unit: tuple[int, int, int]) -> None:
+    with open(path, "r+b") as handle:
+        handle.seek(index * UNIT.size)
+        handle.write(UNIT.pack(*unit))
+
+
+@pytest.fixture()
+def crafted(tmp_path):
+    """A/0 holds 8 messages; its units 3, 5 and 6 are made to point at valid records of A/0 offset
+    0, of B/0 offset 5 (same queue id and offset, other topic) and of A/1 offset 6."""
+    config = small_config(tmp_path / "store")
+    with MessageStore.open(config) as store:
+        for seq in range(8):
+            for topic, queue_id in (("A", 0), ("B", 0), ("A", 1)):
+                assert store.put_message(Message(topic, f"{topic}{queue_id}:{seq}".encode(),
+                                                 queue_id=queue_id, tags="T")).ok
+    root = config.store_path_root_dir
+    cq = {(t, q): os.path.join(root, "consumequeue", t, str(q), f"{0:020d}")
+          for t, q in (("A", 0), ("B", 0), ("A", 1))}
+    a0, b0, a1 = _units(cq["A", 0]), _units(cq["B", 0]), _units(cq["A", 1])
+    assert len(a0) == len(b0) == len(a1) == 8
+    _set_unit(cq["A", 0], 3, a0[0])
+    _set_unit(cq["A", 0], 5, b0[5])
+    _set_unit(cq["A", 0], 6, a1[6])
+    return config
+
+
+@pytest.mark.parametrize("decode", [True, False, "view"])
+@pytest.mark.parametrize("tags", [None, "T"])
+def test_a_unit_pointing_at_another_record_is_never_served(crafted, decode, tags):
+    with MessageStore.open(crafted) as store:
+        served, skipped, offset = [], [], 0
+        while offset < 8:
+            got = store.get_message("g", "A", 0, offset, 32, decode=decode, tag_expression=tags)
+            assert got.next_begin_offset > offset
+            for message in got.messages:
+                if decode is not True:
+                    message = decode_message(bytes(message))
+                assert (message.topic, message.queue_id) == ("A", 0)
+                served.append(message.body)
+            skipped += got.skipped
+            offset = got.next_begin_offset
+        text = b"|".join(served)
+        for seq in (0, 1, 2, 4, 7):
+            assert f"A0:{seq}".encode() in text
+        assert b"B0:" not in text and b"A1:" not in text and text.count(b"A0:0") == 1
+        assert len(skipped) == 3, skipped
+        assert any("unit 3 of A/0" in s and "A/0 queue offset 0" in s for s in skipped)
+        assert any("unit 5 of A/0" in s and "B/0 queue offset 5" in s for s in skipped)
+        assert any("unit 6 of A/0" in s and "A/1 queue offset 6" in s for s in skipped)
+
+
+def test_a_wrong_unit_is_skipped_like_an_unreadable_one(crafted):
+    """As RocketMQ's loop after an unreadable unit: counted as scanned, the next unit is read."""
+    with MessageStore.open(crafted) as store:
+        got = store.get_message("g", "A", 0, 3, 1)
+        assert got.status is GetMessageStatus.FOUND and got.next_begin_offset == 5
+        assert [m.body for m in got.messages] == [b"A0:4"]
+        assert "unit 3 of A/0" in got.explanation and "queue offset 0" in got.explanation
+        both = store.get_message("g", "A", 0, 5, 2)   # units 5 and 6 wrong, 7 right
+        assert [m.body for m in both.messages] == [b"A0:7"] and len(both.skipped) == 2
+        good = store.get_message("g", "A", 0, 4, 1)
+        assert good.status is GetMessageStatus.FOUND and good.skipped == ()
+        assert good.messages[0].body == b"A0:4"
+
+
+def test_nothing_but_wrong_units_is_message_was_removing(crafted):
+    with MessageStore.open(crafted) as store:
+        got = store.get_message("g", "A", 0, 5, 1)   # a window of units 5 and 6: both wrong
+        assert got.status is GetMessageStatus.MESSAGE_WAS_REMOVING
+        assert got.messages == [] and got.next_begin_offset == 7 and len(got.skipped) == 2
