@@ -11,11 +11,15 @@ from store.codec import fastjson
 from store.codec.topic import validate_topic
 from store.errors import ConfigError, CorruptDataError, ReadOnlyStoreError
 from store.meta.config_files import (TOPICS_FILE, DataVersion, JsonConfigFile, _as_int, _check_style,
-                                     _extra_members, _sorted_members, _wall_clock_ms)
+                                     _extra_members, _sorted_members, _wall_clock_ms, java_hash_order)
 
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
+# `TopicConfigManager.topicConfigTable` is `new ConcurrentHashMap<>(1024)` (4.9.7 and 5.3.3): a table of
+# 2,048 bins, which fastjson writes in bin order. Past 1,536 topics the map resizes, and
+# ConcurrentHashMap's transfer reorders bins differently from HashMap's: not modelled.
+_TOPIC_TABLE_CAPACITY = 2048
 _TOPIC_MEMBERS = ("attributes", "order", "perm", "readQueueNums", "topicFilterType", "topicName",
                   "topicSysFlag", "writeQueueNums")
 
@@ -144,7 +148,8 @@ class TopicConfigManager:
     def encode(self) -> str:
         style = self.effective_style
         obj = {"dataVersion": self.data_version.to_json(style),
-               "topicConfigTable": {name: cfg.to_json(style) for name, cfg in self._topics.items()}}
+               "topicConfigTable": {name: self._topics[name].to_json(style)
+                                    for name in java_hash_order(list(self._topics), _TOPIC_TABLE_CAPACITY)}}
         return fastjson.dumps(_sorted_members(obj, self.extra_members))
 
     def persist(self) -> None:
