@@ -10,7 +10,7 @@ import streamlit as st
 
 from app.pipeline_runner import JOBS, PipelineRun, jobs_available
 from app.ui.state import EXPECTED_ERRORS, current_handle, get_registry, user_error
-from app.ui.widgets import frame
+from app.ui.widgets import frame, plain
 
 st.title("Pipeline")
 handle = current_handle()
@@ -45,10 +45,10 @@ def progress() -> None:
             st.progress(min(0.95, current.elapsed_s / 120), text="running…")
         return
     if current.error:
-        st.error(current.error)
+        st.error(plain(current.error))
     elif isinstance(current.result, dict):
         for name, table in current.result.items():
-            st.subheader(name)
+            st.subheader(plain(name))
             frame(table if isinstance(table, pd.DataFrame) else pd.DataFrame(table))
     elif dataclasses.is_dataclass(current.result):
         summary = getattr(current.result, "summary", None)

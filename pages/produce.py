@@ -5,7 +5,7 @@ import streamlit as st
 from app.paths import InputError
 from app.produce import SELECTORS, LoadGenerator, ProduceForm, build_messages
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
-from app.ui.widgets import frame
+from app.ui.widgets import frame, plain
 
 st.title("Produce")
 handle = current_handle()
@@ -48,7 +48,7 @@ if sent:
         if result.ok:
             st.success(f"{result.status.value}: {result.message_count} message(s) stored.")
         else:
-            st.error(f"{result.status.value}: {result.error}")
+            st.error(f"{result.status.value}: {plain(result.error)}")
         frame([{"status": result.status.value, "physical offset": result.wrote_offset,
                 "bytes": result.wrote_bytes, "queue": messages[0].queue_id,
                 "queue offset": result.queue_offset, "store time": result.store_timestamp,
@@ -93,7 +93,7 @@ def load_progress() -> None:
     st.progress(running.progress, text=f"{running.sent:,} sent, {running.failed:,} failed of "
                                        f"{running.total:,} ({state}; {running.rate_text})")
     if running.last_error:
-        st.caption(f"last error: {running.last_error}")
+        st.caption(f"last error: {plain(running.last_error)}")
     if running.running:
         if st.button("Stop", key="lg_stop"):
             running.stop()

@@ -5,6 +5,8 @@ query through the widgets, bad input, and proof that a read-only open changes no
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Sequence
 import shutil
 import time
 
@@ -416,3 +418,70 @@ def test_pull_starts_at_the_committed_offset_and_guards_a_backward_commit():
     at.run()
     assert any("Committed" in s.value for s in at.success)
     assert store.query_consumer_offset("G191", "BackTopic", 0) == 8
+
+
+EVIL_TOPIC = "**bold** [link](http://evil.example/x)"
+EVIL_DIR = "**BOLD**[click](https:evil.example)"
+# Elements Streamlit shows as plain text (their strings are data, never markdown).
+PLAIN_ELEMENTS = {"text", "code", "dataframe", "arrow_data_frame", "json", "plotly_chart",
+                  "text_input", "text_area", "number_input"}
+MARKUP = re.compile(r"(?<!\\)\*\*|(?<!\\)\]\(|(?<!\\)\[click|(?<!\\)\[link|https?(?<!\\):")
+
+
+def _strings(message, path=""):
+    from google.protobuf.message import Message as ProtoMessage
+    for field, value in message.ListFields():
+        name = f"{path}.{field.name}"
+        values = value if isinstance(value, Sequence) and not isinstance(value, str) else [value]
+        for item in values:
+            if isinstance(item, ProtoMessage):
+                yield from _strings(item, name)
+            elif isinstance(item, str):
+                yield name, item
+
+
+def markup_leaks(at: AppTest) -> list[tuple[str, str, str]]:
+    """(element type, proto field, text) of every markdown-rendered string that would render the
+    evil topic or folder name as a link or bold."""
+    leaks = []
+
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            kind = getattr(child, "type", "")
+            proto = getattr(child, "proto", None)
+            if proto is not None and kind not in PLAIN_ELEMENTS:
+                for name, text in _strings(proto):
+                    if ("evil" in text or "BOLD" in text) and MARKUP.search(text):
+                        leaks.append((kind, name, text))
+            walk(child)
+    walk(at._tree)
+    return leaks
+
+
+def test_no_page_renders_store_or_user_text_as_markdown(tmp_path):
+    """A store in a folder named like a markdown link, and a topic typed like one, are shown
+    literally on every page: no element renders them as a link or as bold."""
+    root = tmp_path / EVIL_DIR / "store"
+    shutil.copytree(SAMPLE, root)
+    at = start_app()
+    open_store(at, str(root), "read-only")
+    assert at.session_state["store_key"] == f"read-only:{os.path.realpath(root)}"
+    leaks = []
+    for page in PAGES:
+        visit(at, page)
+        leaks += [(page, *leak) for leak in markup_leaks(at)]
+    open_store(at, str(tmp_path / EVIL_DIR / "missing"), "read-only")   # the error names the path
+    leaks += [("picker", *leak) for leak in markup_leaks(at)]
+    from app.ui.state import get_registry
+    get_registry().close(f"read-only:{os.path.realpath(root)}")
+    at = start_app()                                                    # the hosted sample copy
+    for page, field, submit in (("produce", "pr_topic", "Send"), ("pull", "pl_topic", "Pull"),
+                                ("query", "q_topic", "Search")):
+        visit(at, page)
+        at.text_input(key=field).input(EVIL_TOPIC)
+        button(at, submit).click()
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.warning or at.error or at.info or at.text, page
+        leaks += [(page, *leak) for leak in markup_leaks(at)]
+    assert not leaks, leaks
