@@ -124,6 +124,9 @@ class StoreConfig:
     flush_consumer_offset_interval: int = 5000
     default_topic_queue_nums: int = 8
     enable_calc_filter_bit_map: bool = False
+    timer_wheel_enable: bool = True
+    mapped_file_size_timer_log: int = 104857600
+    timer_precision_ms: int = 1000
     store_host: str = "127.0.0.1:10911"
     store_format: str = "auto"
     unknown: dict[str, str] = field(default_factory=dict, hash=False)

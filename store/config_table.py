@@ -101,6 +101,9 @@ PROPERTIES: dict[str, tuple[str, str]] = {
     "flush_consumer_offset_interval": ("flushConsumerOffsetInterval", "ms"),
     "default_topic_queue_nums": ("defaultTopicQueueNums", "queues"),
     "enable_calc_filter_bit_map": ("enableCalcFilterBitMap", "flag"),
+    "timer_wheel_enable": ("timerWheelEnable", "flag [5.x]: the timer store (timerlog/, timerwheel)"),
+    "mapped_file_size_timer_log": ("mappedFileSizeTimerLog", "bytes [5.x] (timer-log file size)"),
+    "timer_precision_ms": ("timerPrecisionMs", "ms [5.x] (one wheel slot)"),
     "store_host": ("brokerIP1 + listenPort", "ip:port of this broker (in offset msgIds)"),
     "store_format": ("storeFormat", "engine-only: auto | 4.9 | 5.x"),
 }
@@ -114,4 +117,5 @@ ENUM_VALUES = {
 # Must be > 0: a zero-sized file or table cannot hold anything.
 POSITIVE_FIELDS = {"mapped_file_size_commit_log", "mapped_file_size_consume_queue",
                    "mapped_file_size_consume_queue_ext", "mapper_file_size_batch_consume_queue",
-                   "max_message_size", "max_hash_slot_num", "max_index_num"}
+                   "max_message_size", "max_hash_slot_num", "max_index_num",
+                   "mapped_file_size_timer_log", "timer_precision_ms"}

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from store.cli import main
-from tests.fixtures_util import (REPO_ROOT, copy_store, fixture_dirs, fixture_id,
+from tests.fixtures_util import (REPO_ROOT, copy_store, fixture_dirs, fixture_id, load_dump,
                                  tree_fingerprint)
 
 FIXTURES = fixture_dirs()
@@ -94,18 +94,31 @@ READ_COMMANDS = [
 ]
 
 
+def _first_topic_and_key(fixture: str) -> tuple[str, str]:
+    """The fixture's first user topic (queue 0) and a key of its first message: most fixtures use
+    TopicA/k0, the timer fixtures TimerA/tk0."""
+    records = load_dump(fixture).get("commitLogRecords")
+    if not records:
+        return "TopicA", "k0"
+    first = next(r for r in records if r["queueId"] == 0 and r["queueOffset"] == 0
+                 and not r["topic"].startswith(("rmq_sys_", "SCHEDULE_TOPIC")))
+    return first["topic"], (first["keys"] or "k0").split(" ")[0]
+
+
 @pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_id)
 def test_read_commands_on_every_fixture(capsys, fixture, tmp_path):
     root = copy_store(fixture, tmp_path)
     config = os.path.join(fixture, "store.properties")
     before = tree_fingerprint(root)
+    topic, key = _first_topic_and_key(fixture)
     for command in READ_COMMANDS:
+        command = tuple({"TopicA": topic, "k0": key}.get(word, word) for word in command)
         code, out, err = run(capsys, *command, "--store", root, "--config", config)
         assert code == 0, (command, err)
         assert out and not err, command
         code, out, err = run(capsys, *command, "--store", root, "--config", config, "--json")
         assert code == 0 and json.loads(out) is not None, command
-    first = run_json(capsys, "query-msg-by-offset", "TopicA", "0", "0", "--store", root,
+    first = run_json(capsys, "query-msg-by-offset", topic, "0", "0", "--store", root,
                      "--config", config)
     by_id = run_json(capsys, "query-msg-by-id", first["msgId"], "--store", root, "--config", config)
     assert by_id["commitLogOffset"] == first["commitLogOffset"]

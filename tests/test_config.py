@@ -83,7 +83,7 @@ def test_fixture_properties_match_effective_config(fixture):
                                       store_path_root_dir="/tmp/x")
     assert cfg.unknown_keys() == []
     by_rocketmq = {rocketmq: name for name, (rocketmq, _) in PROPERTIES.items()}
-    for key, value in load_dump(fixture)["config"].items():
+    for key, value in load_dump(fixture).get("config", {}).items():
         if key in by_rocketmq and key not in ("storePathRootDir", "storePathCommitLog"):
             assert getattr(cfg, by_rocketmq[key]) == value, key
 

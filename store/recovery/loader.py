@@ -23,6 +23,7 @@ from store.meta.config_files import ConsumerOffsetManager
 from store.meta.lockfile import StoreLock, abort_exists
 from store.meta.topic_config import TopicConfigManager
 from store.recovery.commitlog_recovery import RecoveryReport, recover_commit_log
+from store.timer.timer_store import TimerReader
 
 FORMAT_49 = "4.9"
 FORMAT_5X = "5.x"
@@ -94,6 +95,7 @@ class StoreParts:
     lock: StoreLock | None
     last_exit_ok: bool
     recovery: RecoveryReport
+    timer: TimerReader | None = None      # 5.x: the timer store's files, read-only, on first use
 
 
 def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreParts:
@@ -144,8 +146,10 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
         if lock is not None:
             lock.release()
         raise
+    timer = TimerReader.for_store(config, commit_log.read_record, consume_queues, clock_ms) \
+        if style == FORMAT_5X and config.timer_wheel_enable else None
     return StoreParts(config, style, read_only, commit_log, consume_queues, index_service,
-                      checkpoint, consumer_offsets, topics, lock, last_exit_ok, report)
+                      checkpoint, consumer_offsets, topics, lock, last_exit_ok, report, timer)
 
 
 def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: bool,
