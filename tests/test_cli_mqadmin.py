@@ -197,3 +197,15 @@ def test_clean_explain_at_each_watermark_with_expired_files(capsys, tmp_path, mo
     want = [f for f in files[:-1] if int(f) + os.path.getsize(os.path.join(log_dir, f)) <= end]
     assert want and explain["oldest_file_expired"] and explain["would_delete_files"] == want
     assert explain["writes_refused"] is (ratio > 0.90)
+
+
+def test_docs_list_every_verb_with_an_example():
+    """docs/cli.md has an example line `rmqstore VERB` for every subcommand of the parser."""
+    from store.cli import build_parser
+    parser = build_parser([])
+    verbs = set()
+    for action in parser._subparsers._group_actions:
+        verbs |= set(action.choices)
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "cli.md"), encoding="utf-8") as f:
+        examples = {line.split()[1] for line in f if line.startswith("rmqstore ")}
+    assert verbs - examples == set()
