@@ -93,3 +93,13 @@ def test_nothing_but_wrong_units_is_message_was_removing(crafted):
         got = store.get_message("g", "A", 0, 5, 1)   # a window of units 5 and 6: both wrong
         assert got.status is GetMessageStatus.MESSAGE_WAS_REMOVING
         assert got.messages == [] and got.next_begin_offset == 7 and len(got.skipped) == 2
+
+
+@pytest.mark.parametrize("decode", [True, False, "view"])
+def test_a_record_of_another_topic_with_the_same_queue_and_offset_is_not_served(crafted, decode):
+    """From offset 4 the first record is right: unit 5 (B/0 offset 5) differs only by topic."""
+    with MessageStore.open(crafted) as store:
+        got = store.get_message("g", "A", 0, 4, 2, decode=decode)
+        bodies = [(m if decode is True else decode_message(bytes(m))).body for m in got.messages]
+        assert bodies == [b"A0:4"] and got.next_begin_offset == 7   # the window: units 4-6
+        assert len(got.skipped) == 2 and "B/0 queue offset 5" in got.skipped[0]

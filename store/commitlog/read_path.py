@@ -19,8 +19,8 @@ decides; tests/test_read_path.py checks all of them against that loop.
 The last line against a wrong message: a unit whose record is not the one it names is never
 served. Every served record must carry the pulled queue id and its unit's queue offset (QUEUEID at
 byte 12, QUEUEOFFSET at byte 20 of the record, `MessageDecoder`'s fixed header: one C-level
-unpack per record, `_carries`) and the pulled topic (every decoded message's topic; for raw and
-view pulls, the first record's, `_topic_of`). When that fails, the unit-by-unit loop reads the
+unpack per record, `_carries`) and the pulled topic (TOPIC right after the body of a v1 record
+with IPv4 hosts, else `_topic_of`; a decoded message's topic). When that fails, the unit-by-unit loop reads the
 window again checking each record in full (`_wrong_record`) and skips the wrong ones like RocketMQ
 skips an unreadable unit (counted as scanned, MESSAGE_WAS_REMOVING if nothing was taken before
 it), with a one-line reason each in `GetMessageResult.skipped` (shown in `explanation`).
@@ -41,7 +41,7 @@ import numpy as np
 from store.api import GetMessageResult, GetMessageStatus
 from store.codec.cq_unit import CQ_UNIT_DTYPE
 from store.codec.javahash import java_string_hash
-from store.codec.message import MESSAGE_MAGIC_V2, decode_message
+from store.codec.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, decode_message
 from store.commitlog.read_plan import (
     TransferLimits, _is_batch_full, _plan_scan, _plan_unfiltered, _plan_window, _unit_struct,
 )
@@ -53,7 +53,8 @@ SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is mad
 _FILTERS: dict = {}   # expression -> TagFilter (parsed once; instances are immutable)
 _QUEUE_FIELDS = struct.Struct(">12xi4xq")      # a record's QUEUEID (byte 12), QUEUEOFFSET (20)
 _MAGIC_SYSFLAG = struct.Struct(">4xi28xi")     # its MAGICCODE (byte 4), SYSFLAG (36)
-_TOPIC_HEAD = struct.Struct(">4xi28xi44xi")    # and BODY LENGTH if both hosts are IPv4 (84)
+# MAGICCODE (4), QUEUEID (12), QUEUEOFFSET (20), SYSFLAG (36), BODY LENGTH if IPv4 hosts (84)
+_HEAD = struct.Struct(">4xi4xi4xq8xi44xi")
 _TOPIC_PREFIXES: dict = {}   # topic -> its v1 TOPIC LENGTH byte + TOPIC bytes
 
 
@@ -145,7 +146,8 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
                             max_total_msg_size, commit_log_max, in_memory_bytes)
         if plan is not None and plan[2] < probe_units:
             records = _slice_records(commit_log, plan[0], plan[1], view)
-            if records is not None and _carries(records, queue_id, queue_offset, plan[4], topic):
+            if records is not None and \
+                    _carries(records, queue_id, queue_offset, plan[4], topic, decode):
                 found = _found(records, decode, queue_offset + plan[2], min_offset, max_offset,
                                (commit_log_max - plan[3]) > in_memory_bytes, topic)
                 if found is not None:
@@ -167,7 +169,8 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
             if taken_count < count:
                 phys, sizes = phys[:taken_count], sizes[:taken_count]
             records = _slice_records(commit_log, phys, sizes, view)
-            if records is not None and _carries(records, queue_id, queue_offset, None, topic):
+            if records is not None and \
+                    _carries(records, queue_id, queue_offset, None, topic, decode):
                 found = _found(records, decode, queue_offset + taken_count, min_offset,
                                max_offset, (commit_log_max - phys[-1]) > in_memory_bytes, topic)
                 if found is not None:
@@ -225,7 +228,7 @@ def _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_ms
     else:
         phys, sizes, scanned, max_phy_pulling, taken = plan
     records = _slice_records(commit_log, phys, sizes, view=decode == "view")
-    if records is not None and _carries(records, queue_id, queue_offset, taken, topic):
+    if records is not None and _carries(records, queue_id, queue_offset, taken, topic, decode):
         found = _found(records, decode, queue_offset + scanned, min_offset, max_offset,
                        (commit_log_max - max_phy_pulling) > in_memory_bytes, topic)
         if found is not None:
@@ -250,9 +253,10 @@ def _found(records, decode, next_begin_offset, min_offset, max_offset, suggest_s
                             suggest_slave)
 
 
-def _carries(records, queue_id: int, first_offset: int, taken, topic: str) -> bool:
-    """True if every record carries `queue_id` and its unit's queue offset (`first_offset` plus
-    its index in the window: `taken`, or 0, 1, ... when None), and the first one `topic`."""
+def _carries(records, queue_id: int, first_offset: int, taken, topic: str, decode) -> bool:
+    """True if every record carries `queue_id`, its unit's queue offset (`first_offset` plus its
+    index in the window: `taken`, or 0, 1, ... when None) and `topic` (checked by `_found` after
+    decoding when `decode` is True)."""
     if not records:
         return True
     if taken is None:
@@ -260,21 +264,29 @@ def _carries(records, queue_id: int, first_offset: int, taken, topic: str) -> bo
     else:
         offsets = [first_offset + index for index in taken]
     try:
-        if list(map(_QUEUE_FIELDS.unpack_from, records)) != list(zip(repeat(queue_id), offsets)):
-            return False
-        magic, sys_flag, body_length = _TOPIC_HEAD.unpack_from(records[0])
+        heads = list(map(_HEAD.unpack_from, records))
     except struct.error:   # shorter than a record header
         return False
-    if sys_flag & 0x30 or magic == MESSAGE_MAGIC_V2 or body_length < 0:
-        return _topic_of(records[0]) == topic.encode()
-    # The common record (v1, IPv4 hosts): TOPIC LENGTH (1 byte) and TOPIC after the body.
+    if decode is True:
+        return [head[1:3] for head in heads] == list(zip(repeat(queue_id), offsets))
     expected = _TOPIC_PREFIXES.get(topic)
     if expected is None:
         if len(_TOPIC_PREFIXES) >= 1024:
             _TOPIC_PREFIXES.clear()
         encoded = topic.encode()
         expected = _TOPIC_PREFIXES[topic] = bytes((len(encoded) & 0xFF,)) + encoded
-    return records[0][88 + body_length:88 + body_length + len(expected)] == expected
+    width = len(expected)
+    for (magic, got_queue_id, got_offset, sys_flag, body_length), record, offset in \
+            zip(heads, records, offsets):
+        if got_queue_id != queue_id or got_offset != offset:
+            return False
+        if magic == MESSAGE_MAGIC_V1 and not sys_flag & 0x30 and body_length >= 0:
+            # v1 with IPv4 hosts: TOPIC LENGTH (1 byte) and TOPIC right after the body.
+            if record[88 + body_length:88 + body_length + width] != expected:
+                return False
+        elif _topic_of(record) != expected[1:]:
+            return False
+    return True
 
 
 def _topic_of(raw) -> bytes | None:
