@@ -7,6 +7,9 @@ Two doors, one per situation an operator is in:
 | `live`  | `StoreInspector`, reached as `MessageStore.inspect` on an opened store: segments with    |
 |         | their pointers, records from a physical offset, raw record bytes, consume-queue units,  |
 |         | index headers, entries and chain walks, recovery and dispatch state                     |
+| `admin_views` | `AdminViewsMixin` of `StoreInspector`: topics, topic status, consumer progress     |
+|         | (lag clamped with its reason), broker status; `cleanup_view`: why cleanup would or  |
+|         | would not delete now (the cleanup service's own decisions)                           |
 | `raw`   | functions over a store *directory* that need no open store (`rmqstore dump`): records,   |
 |         | consume-queue units and index entries as the files hold them, even when the engine      |
 |         | refuses to open the store                                                               |
