@@ -1,4 +1,7 @@
-"""Plotly figure builders: plain functions from data to `go.Figure` (no streamlit; tested alone)."""
+"""Plotly figure builders: plain functions from data to `go.Figure` (no streamlit; tested alone).
+
+The commit log's segments and pointers (Overview, Recovery lab) are drawn by `app.segment_figures`,
+the index walk by `app.index_figures`."""
 
 from __future__ import annotations
 
@@ -8,10 +11,6 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-POINTER_COLORS = {
-    "wrote": "#d62728", "committed": "#ff7f0e", "flushed": "#2ca02c", "reput": "#1f77b4",
-    "confirm": "#9467bd",
-}
 COLOR_DATA = "#4c78a8"
 COLOR_FILLER = "#f58518"
 COLOR_FREE = "#e5e5e5"
@@ -20,43 +19,6 @@ COLOR_FREE = "#e5e5e5"
 def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
     fig.update_layout(title=title, height=height, margin=dict(l=40, r=20, t=50, b=40),
                       legend=dict(orientation="h", y=-0.2))
-    return fig
-
-
-def segment_pointer_figure(segments: Sequence, pointers: Mapping[str, int]) -> go.Figure:
-    """Every commit-log segment as a bar along the physical offset axis (data, BLANK filler, free),
-    with the wrote/committed/flushed/reput/confirm pointers as vertical lines."""
-    fig = go.Figure()
-    names = [s.name for s in segments]
-    for label, color, base_of, width_of in (
-            ("records", COLOR_DATA, lambda s: s.file_from_offset, lambda s: s.data_bytes),
-            ("BLANK filler", COLOR_FILLER, lambda s: s.file_from_offset + s.data_bytes,
-             lambda s: s.filler_bytes),
-            ("free", COLOR_FREE, lambda s: s.file_from_offset + s.data_bytes + s.filler_bytes,
-             lambda s: s.size_bytes - s.data_bytes - s.filler_bytes)):
-        fig.add_trace(go.Bar(y=names, x=[width_of(s) for s in segments],
-                             base=[base_of(s) for s in segments], orientation="h", name=label,
-                             marker_color=color,
-                             hovertemplate="%{y}<br>from %{base:,} +%{x:,} bytes<extra>" + label
-                                           + "</extra>"))
-    by_value: dict[int, list[str]] = {}
-    for name, value in pointers.items():
-        if name in POINTER_COLORS and value is not None and value >= 0:
-            by_value.setdefault(value, []).append(name)
-    for row, (value, names_here) in enumerate(sorted(by_value.items())):
-        # Pointers at the same offset share one line and one label. Labels of neighbouring lines
-        # point away from each other (lower offset to the left, higher to the right), and every
-        # pair sits one text line lower than the previous pair, so close pointers stay readable.
-        fig.add_vline(x=value, line_color=POINTER_COLORS[names_here[0]], line_dash="dot",
-                      annotation_text=f"{' = '.join(names_here)}: {value:,}",
-                      annotation_position="top right" if row % 2 else "top left",
-                      annotation_yshift=-16 * (row // 2),
-                      annotation_font_color=POINTER_COLORS[names_here[0]])
-    fig.update_layout(barmode="overlay", xaxis_title="physical offset (bytes)",
-                      yaxis=dict(autorange="reversed", title="segment file", type="category"))
-    _layout(fig, "Commit log segments and pointers", height=max(260, 60 + 28 * len(segments)))
-    # Legend above the plot, right of the title: below it, it would sit on the x-axis title.
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1))
     return fig
 
 
@@ -163,17 +125,6 @@ def rocksdb_files_figure(files: pd.DataFrame) -> go.Figure:
                                                "<extra></extra>"))
     fig.update_layout(xaxis_title="level", yaxis_title="bytes", xaxis_type="category")
     return _layout(fig, "RocksDB SST bytes per level", height=280)
-
-
-def recovery_pointers_figure(before: Mapping[str, int], after: Mapping[str, int]) -> go.Figure:
-    """Pointers before the crash/recovery and after, side by side."""
-    names = sorted(set(before) | set(after))
-    fig = go.Figure([
-        go.Bar(x=names, y=[before.get(n, 0) for n in names], name="before"),
-        go.Bar(x=names, y=[after.get(n, 0) for n in names], name="after"),
-    ])
-    fig.update_layout(barmode="group", yaxis_title="physical offset (bytes)")
-    return _layout(fig, "Pointers before and after recovery")
 
 
 SEVERITY_COLORS = {"error": "#d62728", "warning": COLOR_FILLER, "info": COLOR_DATA}

@@ -64,6 +64,7 @@ class KeyWalk:
     steps: pd.DataFrame          # one row per hop, newest file first
     matches: pd.DataFrame        # records whose keys really contain the key
     collisions: int              # hops whose hash matched but the record does not carry the key
+    files: tuple = ()            # every index file walked, newest first (empty slots included)
 
 
 def walk_key(store, topic: str, key: str, max_steps: int = 500) -> KeyWalk:
@@ -73,7 +74,9 @@ def walk_key(store, topic: str, key: str, max_steps: int = 500) -> KeyWalk:
     key_hash, slot = key_hash_and_slot(key_string, slots)
     rows, matches = [], []
     collisions = 0
+    files = []
     for file_name, steps in store.inspect.index_chain(topic, key):
+        files.append(file_name)
         for hop, step in enumerate(steps):
             if len(rows) >= max_steps:
                 break
@@ -95,7 +98,7 @@ def walk_key(store, topic: str, key: str, max_steps: int = 500) -> KeyWalk:
             rows.append(row)
     from app.commitlog_data import message_row
     return KeyWalk(key_string, java_string_hash(key_string), key_hash, slot, pd.DataFrame(rows),
-                   pd.DataFrame([message_row(r) for r in matches]), collisions)
+                   pd.DataFrame([message_row(r) for r in matches]), collisions, tuple(files))
 
 
 def _record_at(store, phy_offset: int):

@@ -3,6 +3,7 @@ time jumps, and what a RocksDB backend shows of itself."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from dataclasses import dataclass
 
@@ -41,6 +42,25 @@ def queue_table(store) -> pd.DataFrame:
         })
     return pd.DataFrame(rows, columns=["topic", "queue_id", "min_offset", "max_offset", "depth",
                                        "first_store_time", "last_store_time", "span_hours", "files"])
+
+
+def queue_time_span(store, topic: str, queue_id: int, min_offset: int,
+                    max_offset: int) -> tuple[int, int] | None:
+    """(first, last) store timestamps in ms of a queue's retained messages; None when it is empty or
+    the times cannot be read (expired records)."""
+    if max_offset <= min_offset:
+        return None
+    first = store.get_message_store_timestamp(topic, queue_id, min_offset)
+    last = store.get_message_store_timestamp(topic, queue_id, max_offset - 1)
+    return (first, last) if first > 0 and last > 0 else None
+
+
+def default_jump_time(span: tuple[int, int] | None, now_ms: int) -> dt.datetime:
+    """Where "jump by store time" starts: the queue's first store time (to the minute, UTC), so the
+    default lands inside the queue whatever year it was written; now when the queue has no times."""
+    moment_ms = span[0] if span is not None else now_ms
+    moment = dt.datetime.fromtimestamp(moment_ms / 1000, dt.timezone.utc)
+    return moment.replace(second=0, microsecond=0)
 
 
 def units_with_records(store, topic: str, queue_id: int, queue_offset: int,

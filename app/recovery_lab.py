@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from app.commitlog_data import segment_map
 from app.store_config import resolve_config
 from store.codec import record_check
 from store.codec.checkpoint_codec import decode_checkpoint
@@ -102,6 +103,8 @@ class LabResult:
     report_fields: dict
     abort_before: bool
     notes: list[str] = field(default_factory=list)
+    segments_before: list = field(default_factory=list)    # SegmentInfo as the crash left them
+    segments_after: list = field(default_factory=list)     # SegmentInfo after recovery
 
 
 def recover(root: str, properties_path: str | None) -> LabResult:
@@ -114,6 +117,7 @@ def recover(root: str, properties_path: str | None) -> LabResult:
         before = {"file end (max wrote)": viewer.recovery_report.max_offset_before,
                   "valid end (scan)": viewer.recovery_report.process_offset,
                   "consume queues end": viewer.recovery_report.cq_max_phy_offset}
+        segments_before = segment_map(viewer)
     with MessageStore.open(config) as store:
         report = store.recovery_report
         pointers = store.pointers()
@@ -122,6 +126,7 @@ def recover(root: str, properties_path: str | None) -> LabResult:
                                            for t, q in store.queues()) if store.queues() else -1,
                  "reput": pointers["reput"]}
         steps = pd.DataFrame([{"step": s.what, "detail": s.detail} for s in report.steps])
+        segments_after = segment_map(store)
         fields = {name: getattr(report, name) for name in (
             "mode", "start_file", "start_phy_offset", "records_checked", "bytes_checked",
             "process_offset", "max_offset_before", "truncated_bytes", "stop_reason", "deleted_files",
@@ -129,7 +134,8 @@ def recover(root: str, properties_path: str | None) -> LabResult:
             "redispatched_records", "redispatched_bytes")}
     cp = {name: getattr(checkpoint, name) for name in (
         "physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp")}
-    return LabResult(before, after, cp, steps, fields, abort_before)
+    return LabResult(before, after, cp, steps, fields, abort_before,
+                     segments_before=segments_before, segments_after=segments_after)
 
 
 def record_kind_at(buf: bytes) -> str:

@@ -216,3 +216,86 @@ def recent_segments_figure(segments: Sequence, count: int = RECENT_SEGMENTS) -> 
                   "rolls: the next one opens on the right</sup>", RECENT_HEIGHT_PX)
     fig.update_layout(showlegend=False)    # same colours as the strip's legend above
     return fig
+
+
+LAB_POINTER_STYLE = {   # recovery-lab pointer -> (colour, symbol)
+    "file end (max wrote)": (POINTER_COLORS["wrote"], "diamond"),
+    "valid end (scan)": (POINTER_COLORS["flushed"], "triangle-down"),
+    "consume queues end": (POINTER_COLORS["confirm"], "square"),
+    "reput": (POINTER_COLORS["reput"], "circle"),
+}
+
+
+def _segment_pieces(segments: Sequence, x0: float, x1: float) -> list[tuple[str, str, int, int]]:
+    """(piece, colour, base, width) of the segments' records, BLANK filler and free space in [x0, x1]."""
+    pieces = []
+    for segment in segments:
+        if segment.file_end_offset < x0 or segment.file_from_offset > x1:
+            continue
+        start = segment.file_from_offset
+        for piece, color, width in (("records", COLOR_DATA, segment.data_bytes),
+                                    ("BLANK filler", COLOR_FILLER, segment.filler_bytes),
+                                    ("free", COLOR_FREE,
+                                     segment.size_bytes - segment.data_bytes - segment.filler_bytes)):
+            if width > 0:
+                pieces.append((piece, color, start, width))
+            start += width
+    return pieces
+
+
+def recovery_segments_figure(segments_before: Sequence, segments_after: Sequence,
+                             before: Mapping[str, int], after: Mapping[str, int]) -> go.Figure:
+    """The recovery lab's pointers on the segments: a lane for the files as the crash left them and
+    one for the files after recovery, each with its pointers as markers, and the torn tail recovery
+    cut (from the valid end to the old file end) shaded and labelled in bytes."""
+    fig = go.Figure()
+    values = [v for state in (before, after) for v in state.values() if v is not None and v >= 0]
+    if not values:
+        return _margins(fig, "No pointers to draw", ZOOM_HEIGHT_PX)
+    low, high = min(values), max(values)
+    holding = active_segment(segments_before or segments_after, high)
+    size = holding.size_bytes if holding is not None else max(1, high)
+    if 0 < high - low < ZOOM_WHEN_SPAN_BELOW * size:
+        pad = max((high - low) * 0.6, 64)
+        x0, x1 = low - pad, high + pad
+    else:
+        first = active_segment(segments_before or segments_after, low)
+        x0 = min(low, first.file_from_offset if first is not None else low)
+        x1 = max(high, holding.file_end_offset if holding is not None else high)
+        pad = 0.02 * max(1, x1 - x0)
+        x0, x1 = x0 - pad, x1 + pad
+    shown: set[str] = set()
+    for lane, segments, state in (("before recovery", segments_before, before),
+                                  ("after recovery", segments_after, after)):
+        for piece, color, base, width in _segment_pieces(segments, x0, x1):
+            fig.add_trace(go.Bar(y=[lane], x=[width], base=[base], orientation="h", name=piece,
+                                 marker_color=color, legendgroup=piece, showlegend=piece not in shown,
+                                 hovertemplate=f"{piece}: %{{base:,}} +%{{x:,}} bytes<extra></extra>"))
+            shown.add(piece)
+        for name, value in state.items():
+            if value is None or value < 0:
+                continue
+            color, symbol = LAB_POINTER_STYLE.get(name, ("#333333", "circle"))
+            fig.add_trace(go.Scatter(y=[lane], x=[value], mode="markers", name=name, legendgroup=name,
+                                     showlegend=name not in shown,
+                                     marker=dict(color=color, symbol=symbol, size=15,
+                                                 line=dict(color="white", width=1)),
+                                     hovertemplate=f"{lane}: {name} {value:,}<extra></extra>"))
+            shown.add(name)
+    cut_from = after.get("valid end (scan)")
+    cut_to = before.get("file end (max wrote)")
+    if cut_from is not None and cut_to is not None and cut_to > cut_from >= 0:
+        fig.add_vrect(x0=cut_from, x1=cut_to, fillcolor=COLOR_LAG, opacity=0.18, line_width=0)
+        fig.add_vline(x=cut_from, line_color=COLOR_LAG, line_width=2)
+        fig.add_annotation(x=cut_from, y=1.02, yref="paper", showarrow=False, xanchor="left",
+                           text=f"<b>recovery cut at {cut_from:,}: {cut_to - cut_from:,} bytes to "
+                                "the old file end dropped</b>", font=dict(color=COLOR_LAG))
+    fig.update_layout(barmode="overlay", bargap=0.45,
+                      xaxis=dict(title="physical offset (bytes)", range=[x0, x1], tickformat=",d"),
+                      yaxis=dict(autorange="reversed", type="category", fixedrange=True,
+                                 automargin=True),
+                      legend=dict(orientation="h", yanchor="top", y=-0.35, xanchor="left", x=0))
+    _margins(fig, "Pointers on the segments, before and after recovery", ZOOM_HEIGHT_PX + 40)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.35, xanchor="left", x=0),
+                      margin=dict(b=110))
+    return fig

@@ -6,9 +6,10 @@ import datetime as dt
 import streamlit as st
 
 from app import figures
+from app.overview_data import format_ms
 from app.paths import parse_int
-from app.queues_data import (facts_rows, lag_table, queue_table, rocksdb_summary,
-                             units_with_records)
+from app.queues_data import (default_jump_time, facts_rows, lag_table, queue_table,
+                             queue_time_span, rocksdb_summary, units_with_records)
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import frame
 
@@ -49,9 +50,17 @@ if not queues.empty:
             start = parse_int(st.text_input("Queue offset", value=str(start), key="cq_offset"),
                               "Queue offset", minimum=0)
         else:
+            span = queue_time_span(store, topic, int(queue_id), int(row["min_offset"]),
+                                   int(row["max_offset"]))
+            default = default_jump_time(span, int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000))
+            if span is not None:
+                st.caption(f"This queue's messages were stored from {format_ms(span[0])} to "
+                           f"{format_ms(span[1])}.")
             c1, c2, c3 = st.columns(3)
-            day = c1.date_input("Date (UTC)", value=dt.date(2023, 11, 14), key="cq_date")
-            clock = c2.time_input("Time (UTC)", value=dt.time(22, 13), key="cq_time", step=60)
+            # Keyed per queue, so another queue starts at its own first store time.
+            day = c1.date_input("Date (UTC)", value=default.date(), key=f"cq_date_{topic}_{queue_id}")
+            clock = c2.time_input("Time (UTC)", value=default.time(), key=f"cq_time_{topic}_{queue_id}",
+                                  step=60)
             boundary = c3.radio("Boundary", ["lower", "upper"], horizontal=True, key="cq_boundary",
                                 help="lower: first message stored at or after the time; "
                                      "upper: last message stored at or before it.")

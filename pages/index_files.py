@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app import figures
+from app import figures, index_figures
 from app.index_data import entries_per_slot, header_table, occupancy_grid, walk_key
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import frame
@@ -57,8 +57,10 @@ if submitted:
             if walk.steps.empty:
                 st.info("The slot is empty in every file: the key was never indexed.")
             else:
-                st.subheader("5. Chain entries, newest first")
-                frame(walk.steps)
+                st.subheader("5. The slot and its chain, newest file first")
+                st.plotly_chart(index_figures.chain_walk_figure(walk), key="ix_walk")
+                with st.expander(f"Every hop as a table ({len(walk.steps)} rows)"):
+                    frame(walk.steps)
                 if walk.collisions:
                     st.warning(f"{walk.collisions} hop(s) had the same hash but another key: "
                                "hash collisions, filtered out by checking the record's keys.")

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app import figures
+from app import segment_figures
 from app.recovery_lab import DAMAGES, MAX_CRASH_MESSAGES, crash, damage, recover
 from app.store_config import find_properties
 from app.ui.state import EXPECTED_ERRORS, current_handle, get_registry, select, user_error
@@ -46,7 +46,8 @@ if lab is not None:
     st.subheader("Before and after")
     st.caption(f"abort file before recovery: {'present' if result.abort_before else 'absent'}; "
                f"checkpoint before: {result.checkpoint_before}")
-    st.plotly_chart(figures.recovery_pointers_figure(result.before, result.after), key="lab_fig")
+    st.plotly_chart(segment_figures.recovery_segments_figure(
+        result.segments_before, result.segments_after, result.before, result.after), key="lab_fig")
     frame([{"pointer": k, "before": result.before.get(k), "after": result.after.get(k)}
            for k in sorted(set(result.before) | set(result.after))])
     st.subheader("What recovery did, step by step")

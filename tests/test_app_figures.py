@@ -30,26 +30,11 @@ def test_no_streamlit_in_pure_modules():
     import subprocess
     code = ("import sys; import app.figures, app.commitlog_data, app.queues_data, app.index_data, "
             "app.registry, app.recovery_lab, app.tour, app.query, app.produce, app.hexview, "
-            "app.bodies, app.overview_data, app.health_data, app.pull_job, app.pipeline_runner; "
+            "app.bodies, app.overview_data, app.health_data, app.pull_job, app.pipeline_runner, "
+            "app.segment_figures, app.index_figures; "
             "assert 'streamlit' not in sys.modules")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     subprocess.run([sys.executable, "-c", code], cwd=root, check=True)
-
-
-def test_segment_pointer_figure_has_three_layers_and_pointer_lines():
-    fig = figures.segment_pointer_figure(SEGMENTS, {"wrote": 1300, "committed": 1300, "flushed": 1200,
-                                                   "confirm": -1})
-    assert isinstance(fig, go.Figure)
-    assert [t.name for t in fig.data] == ["records", "BLANK filler", "free"]
-    assert list(fig.data[1].x) == [100, 0] and list(fig.data[1].base) == [900, 1300]
-    assert len(fig.layout.shapes) == 2      # wrote = committed share a line; confirm -1 not drawn
-    assert any(a.text.startswith("wrote = committed") for a in fig.layout.annotations)
-
-
-def test_pointer_labels_of_close_pointers_point_apart():
-    fig = figures.segment_pointer_figure(SEGMENTS, {"flushed": 1200, "wrote": 1300, "reput": 1250})
-    positions = [(a.text.split(":")[0], a.xanchor, a.yshift) for a in fig.layout.annotations]
-    assert positions == [("flushed", "right", 0), ("reput", "left", 0), ("wrote", "right", -16)]
 
 
 def test_metric_tiles():
@@ -102,8 +87,6 @@ def test_other_figures():
     files = pd.DataFrame({"file": ["1.sst", "2.sst"], "kind": ["sst", "sst"], "size_bytes": [10, 5],
                           "level": [0, 0]})
     assert list(figures.rocksdb_files_figure(files).data[0].y) == [15]
-    fig = figures.recovery_pointers_figure({"wrote": 10}, {"wrote": 8, "reput": 8})
-    assert list(fig.data[1].y) == [8, 8]
     findings = pd.DataFrame({"severity": ["error", "warning", "warning"]})
     fig = figures.findings_figure(findings)
     assert list(fig.data[0].y) == ["error", "warning", "info"] and list(fig.data[0].x) == [1, 2, 0]
@@ -318,3 +301,49 @@ def test_recent_segments_roll():
     assert "Newest 10 of 25" in fig.layout.title.text
     fig = segment_figures.recent_segments_figure(_rolled_segments(26))
     assert list(fig.data[0].x)[-1] == "#25"                   # a new file pushes the window on
+
+
+def test_recovery_segments_figure_draws_the_cut_on_the_segments():
+    from app import segment_figures
+    before_files = [SegmentInfo("00000000000000000000", 0, 1000, 1000, 0, 9, "full"),
+                    SegmentInfo("00000000000000001000", 1000, 1000, 1000, 0, 9, "full")]
+    after_files = [before_files[0], SegmentInfo("00000000000000001000", 1000, 1000, 640, 0, 6, "active")]
+    before = {"file end (max wrote)": 2000, "valid end (scan)": 1640, "consume queues end": 1700}
+    after = {"file end (max wrote)": 1640, "valid end (scan)": 1640, "consume queues end": 1640,
+             "reput": 1640}
+    fig = segment_figures.recovery_segments_figure(before_files, after_files, before, after)
+    lanes = {t.y[0] for t in fig.data}
+    assert lanes == {"before recovery", "after recovery"}
+    markers = [(t.y[0], t.name, t.x[0]) for t in fig.data if t.type == "scatter"]
+    assert ("before recovery", "consume queues end", 1700) in markers
+    assert ("after recovery", "reput", 1640) in markers and len(markers) == 7
+    rect = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert len(rect) == 1 and (rect[0].x0, rect[0].x1) == (1640, 2000)
+    assert any("360 bytes" in a.text and "1,640" in a.text for a in fig.layout.annotations)
+    after_bars = [(t.name, t.base[0], t.x[0]) for t in fig.data
+                  if t.type == "bar" and t.y[0] == "after recovery"]
+    assert ("free", 1640, 360) in after_bars               # the cut tail is free space again
+
+
+def test_chain_walk_figure_draws_slot_hops_arrows_and_verdicts():
+    from app.index_data import KeyWalk
+    from app.index_figures import chain_walk_figure
+    steps = pd.DataFrame([
+        {"file": "20260101000002000", "hop": 0, "entry": 9, "slot": 3, "key_hash": 7, "phy_offset": 900,
+         "store_time": "t", "prev_entry": 4, "verdict": "hash collision: same 32-bit hash, different key"},
+        {"file": "20260101000002000", "hop": 1, "entry": 4, "slot": 3, "key_hash": 7, "phy_offset": 400,
+         "store_time": "t", "prev_entry": 0, "verdict": "match"},
+        {"file": "20260101000001000", "hop": 0, "entry": 2, "slot": 3, "key_hash": 11,
+         "phy_offset": 100, "store_time": "t", "prev_entry": 0, "verdict": "other key in the same slot"}])
+    walk = KeyWalk("T#k", 7, 7, 3, steps, pd.DataFrame(), 1,
+                   ("20260101000002000", "20260101000001000", "20260101000000000"))
+    fig = chain_walk_figure(walk)
+    slots = [t for t in fig.data if t.name == "hash slot"]
+    assert [t.x[0] for t in slots] == [0, 1, 2] and slots[2].text[0] == "slot 3 (empty)"
+    hops = {(t.x[0], t.y[0]): (t.name, t.text[0]) for t in fig.data if t.name != "hash slot"}
+    assert hops == {(0, 1): ("hash collision (same hash, other key)", "#9"), (0, 2): ("real match", "#4"),
+                    (1, 1): ("other key in the slot", "#2")}
+    arrows = sorted((a.ax, a.ay, a.x, a.y) for a in fig.layout.annotations if a.showarrow)
+    # slot -> #9 -> #4 (prevIndex) in the newest file, then on to the older files' slots
+    assert arrows == [(0, 0, 0, 1), (0, 1, 0, 2), (0, 2, 1, 0), (1, 0, 1, 1), (1, 1, 2, 0)]
+    assert "1 match(es), 1 collision(s)" in fig.layout.title.text
