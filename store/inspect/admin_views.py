@@ -212,7 +212,11 @@ class AdminViewsMixin:
     # -- broker ----------------------------------------------------------------------------------
 
     def broker_status(self) -> dict:
-        """The store's runtime figures (`DefaultMessageStore.getRuntimeInfo`), raw values."""
+        """The store's runtime figures (`DefaultMessageStore.getRuntimeInfo`), raw values.
+
+        `earliest_message_time_ms` is the store time of the first record of the log; 4.9.7's
+        `getEarliestMessageTime` (the facade's answer on 4.9 stores) gives -1 when the first segment
+        holds fewer than 2 x maxMessageSize readable bytes, which tells an operator nothing."""
         commit_log = self._commit_log
         queue = commit_log.mapped_files
         min_offset, max_offset = commit_log.min_offset(), commit_log.max_offset()
