@@ -18,6 +18,7 @@ PAGES = [
     ("index_files.py", "Index", ":material/tag:"),
     ("produce.py", "Produce", ":material/send:"),
     ("pull.py", "Pull", ":material/download:"),
+    ("scheduled.py", "Scheduled", ":material/schedule:"),
     ("query.py", "Query", ":material/search:"),
     ("recovery_lab.py", "Recovery lab", ":material/healing:"),
     ("health.py", "Health", ":material/health_and_safety:"),
