@@ -37,7 +37,9 @@ def test_illegal_characters(topic, fragment):
 @pytest.mark.parametrize("topic, allow_v2, ok", [
     ("x" * 127, False, True),
     ("x" * 128, False, False),
-    ("x" * 128, True, False),                         # only retry topics may be longer
+    ("x" * 128, True, True),                          # [5.x] any topic, as a v2 record
+    ("x" * 255, True, True),
+    ("x" * 256, True, False),                         # a consumequeue/ directory name's limit
     ("%RETRY%" + "g" * 120, False, True),             # 127
     ("%RETRY%" + "g" * 121, False, False),            # 128 without v2
     ("%RETRY%" + "g" * 121, True, True),              # 128 with v2 (spec vector D)

@@ -7,7 +7,14 @@ rules protect both the format and the file system:
 |-------------------------|-----------------------------------------------------------------|
 | characters              | letters, digits, `%`, `_`, `-` and the bar (regex below)        |
 | length, v1 record       | 1..127 (`MAX_TOPIC_LENGTH_V1`, the signed TOPIC LENGTH byte)    |
-| length, `%RETRY%` topic | 1..255 when v2 records are allowed ([5.x] autoMessageVersion..) |
+| length, v2 record       | 1..255 when v2 records are allowed ([5.x])                      |
+
+[5.x] The store itself (5.3.3 `CommitLog.asyncPutMessage`, `autoMessageVersionOnTopicLen`) writes a
+topic over 127 bytes as a v2 record (2-byte TOPIC LENGTH) and refuses none. The 127 limit is the
+broker's request rule (`HookUtils.checkBeforePutMessage`: non-retry topics over `Byte.MAX_VALUE` are
+refused there, and `TopicValidator.TOPIC_MAX_LENGTH`); the 255 limit is the file system's (the topic
+names a `consumequeue/` directory, and a Linux file name is at most 255 bytes; `HookUtils`'
+`MAX_TOPIC_LENGTH`). This engine is the store, so with v2 records every topic may have 255.
 
 The character rule is RocketMQ's regex `^[%|a-zA-Z0-9_-]+$`, so a topic is never `.`, `..`, never has
 a `/` or NUL, and its UTF-8 byte length equals its length in characters.
@@ -28,10 +35,8 @@ _ILLEGAL_CHARACTER = re.compile(r"[^%|a-zA-Z0-9_\-]", re.ASCII)
 
 
 def max_topic_length(topic: str, *, allow_v2: bool = False) -> int:
-    """The longest legal length for `topic`: 255 for `%RETRY%` topics when v2 records are allowed."""
-    if allow_v2 and topic.startswith(RETRY_TOPIC_PREFIX):
-        return MAX_TOPIC_LENGTH_V2
-    return MAX_TOPIC_LENGTH_V1
+    """The longest legal length for `topic`: 255 when v2 records are allowed ([5.x]), else 127."""
+    return MAX_TOPIC_LENGTH_V2 if allow_v2 else MAX_TOPIC_LENGTH_V1
 
 
 def validate_topic(topic: str, *, allow_v2: bool = False) -> None:
@@ -48,9 +53,6 @@ def validate_topic(topic: str, *, allow_v2: bool = False) -> None:
             f"{bad.start()}; allowed are letters, digits, '%', '|', '_' and '-'")
     limit = max_topic_length(topic, allow_v2=allow_v2)
     if len(topic) > limit:
-        if topic.startswith(RETRY_TOPIC_PREFIX) and not allow_v2:
-            hint = f" (retry topics may have up to {MAX_TOPIC_LENGTH_V2} with v2 records)"
-        else:
-            hint = ""
+        hint = "" if allow_v2 else f" (a 5.x-format store takes up to {MAX_TOPIC_LENGTH_V2}, as v2 records)"
         raise InvalidTopicError(
             f"topic {topic[:32]!r}... is {len(topic)} characters long; the limit is {limit}{hint}")
