@@ -1,7 +1,8 @@
 """Every scenario, one after another, each in its own process (so each reports its own peak RSS):
 put, sync_flush, pull, lookups, topic_count, recovery, decode (the pipeline engineer's
-bench/decode_bench.py, skipped if absent) and dashboard. Prints a summary; each scenario writes its
-own bench/results/<scenario>-<size>.json and run_all writes bench/results/all-<size>.json.
+bench/decode_bench.py, skipped if absent), dashboard and schedule (bench/schedule_bench.py). Prints
+a summary; each scenario writes its own bench/results/<scenario>-<size>.json and run_all writes
+bench/results/all-<size>.json.
 
     python -m bench.run_all [--size smoke|full] [--workdir DIR] [--only put,pull]
 """
@@ -17,7 +18,9 @@ import time
 
 from bench import common
 
-SCENARIOS = ("put", "sync_flush", "pull", "lookups", "topic_count", "recovery", "decode", "dashboard")
+SCENARIOS = ("put", "sync_flush", "pull", "lookups", "topic_count", "recovery", "decode", "dashboard",
+             "schedule")
+MODULES = {"schedule": "bench.schedule_bench"}   # scenarios whose module is not bench.<name>
 
 
 def main(argv=None) -> int:
@@ -31,7 +34,7 @@ def main(argv=None) -> int:
     failed = []
     for name in chosen:
         assert name in SCENARIOS, f"unknown scenario {name!r}; known: {SCENARIOS}"
-        module = f"bench.{name}"
+        module = MODULES.get(name, f"bench.{name}")
         if name == "decode":
             if not os.path.exists(os.path.join(common.REPO_ROOT, "bench", "decode_bench.py")):
                 print("## decode\n\nSKIPPED: bench/decode_bench.py does not exist yet (owned by the "
