@@ -263,3 +263,18 @@ def test_explain_on_a_single_file_store_says_the_last_file_stays(tmp_path):
     assert explain["commit_log_files"] == 1 and explain["would_delete_files"] == []
     assert "never deleted" in explain["stops_because"] and explain["writes_refused"]
     assert any("last file is never deleted" in r for r in explain["reasons"])
+
+
+@pytest.mark.parametrize("fixture", ROLLED[:1], ids=fixture_id)
+def test_explain_without_clean_file_forcibly_keeps_young_files(fixture, tmp_path):
+    now_ms = _local_ms(10)
+    _root, store = _open_aged(fixture, tmp_path, HOUR_MS, now_ms, clean_file_forcibly_enable=False)
+    try:
+        store.services.cleanup.disk_ratio_of = lambda _path: 0.87
+        explain = store.inspect.cleanup_explain(now_ms)
+        assert explain["clean_immediately"] and explain["runs_now"]
+        assert explain["would_delete_files"] == [] and explain["manual_would_delete_files"] == []
+        assert any("cleanFileForciblyEnable=false keeps the age rule" in r for r in explain["reasons"])
+        assert store.services.cleanup.run_once().commit_log_files_deleted == 0
+    finally:
+        store.close()

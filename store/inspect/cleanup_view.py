@@ -75,6 +75,18 @@ def _pct(value: float) -> str:
     return f"{value * 100:.1f}%"
 
 
+def _level(e: dict) -> str:
+    age_rule = ("files go regardless of age" if e["clean_file_forcibly_enable"] else
+                "but cleanFileForciblyEnable=false keeps the age rule")
+    if e["writes_refused"]:
+        return f"above diskSpaceWarningLevelRatio: the store refuses puts, and {age_rule}"
+    if e["clean_immediately"]:
+        return f"above diskSpaceCleanForciblyRatio: {age_rule}"
+    if e["space_full"]:
+        return "above diskMaxUsedSpaceRatio: expired files go at any hour"
+    return "below diskMaxUsedSpaceRatio: no space pressure"
+
+
 def _reasons(e: dict) -> list[str]:
     reasons = []
     if e["commit_log_files"] <= 1:
@@ -91,14 +103,7 @@ def _reasons(e: dict) -> list[str]:
     if ratio < 0:
         reasons.append("the disk ratio cannot be measured: cleanup treats that as a full disk")
     else:
-        level = ("above diskSpaceWarningLevelRatio: the store refuses puts"
-                 if e["writes_refused"] else
-                 "above diskSpaceCleanForciblyRatio: files go regardless of age"
-                 + ("" if e["clean_file_forcibly_enable"] else
-                    " (but cleanFileForciblyEnable=false keeps the age rule)")
-                 if e["clean_immediately"] else
-                 "above diskMaxUsedSpaceRatio: expired files go at any hour"
-                 if e["space_full"] else "below diskMaxUsedSpaceRatio: no space pressure")
+        level = _level(e)
         reasons.append(f"the disk is {_pct(ratio)} full (clean at {_pct(e['disk_max_used_space_ratio'])}, "
                        f"forced at {_pct(e['disk_space_clean_forcibly_ratio'])}, puts refused at "
                        f"{_pct(e['disk_space_warning_level_ratio'])}): {level}")
