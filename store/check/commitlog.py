@@ -198,9 +198,16 @@ def check_segment_files(view: CommitLogView, sink: Sink) -> None:
                      f"start offset {segment.file_from_offset} is not a multiple of the "
                      f"segment size {size}")
         if segment.size_bytes != size:
+            short = segment.size_bytes < size
             sink.add("error", "commitlog", segment.path, segment.size_bytes,
                      f"segment is {segment.size_bytes} bytes, expected {size} "
-                     f"(mappedFileSizeCommitLog): the store refuses to load it")
+                     f"(mappedFileSizeCommitLog): the store refuses to load it"
+                     + (f"; rmqstore recover --pad-truncated pads it to {size} bytes (a record "
+                        f"cut by the truncation is lost, every complete one is kept)" if short
+                        else ""),
+                     on_restart="MappedFileQueue.load refuses a segment whose length is not "
+                                "mappedFileSizeCommitLog: the broker does not start",
+                     repair="rmqstore recover --pad-truncated --store {store}" if short else None)
     for previous, current in zip(view.segments, view.segments[1:]):
         expected = previous.file_from_offset + size
         if current.file_from_offset != expected:

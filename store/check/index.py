@@ -27,12 +27,17 @@ MAX_KEYS_REMEMBERED = 100_000          # for collision reports; bounded memory
 def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
                     view: CommitLogView, scan: LogScan, sink: Sink, *, unclean: bool,
                     max_entries: int | None) -> None:
-    if not os.path.isdir(index_dir):
-        return
+    names = sorted(os.listdir(index_dir)) if os.path.isdir(index_dir) else []
+    if scan.records and not any(name.isdigit() for name in names):
+        sink.add("error", "index", index_dir, None,
+                 f"no index files, but the commit log holds {scan.records} records: queries by key "
+                 f"(query-msg-by-key, by UNIQ_KEY) find nothing",
+                 on_restart="IndexService.load finds no file and dispatch resumes from the consume "
+                            "queues: the records already in the log are never indexed again")
     expected_size = index_file_size(max_hash_slot_num, max_index_num)
     state = _State(view, scan, sink, unclean, max_entries)
     previous_end_phy = None
-    for name in sorted(os.listdir(index_dir)):
+    for name in names:
         path = os.path.join(index_dir, name)
         if name.endswith(".creating") and name[:-len(".creating")].isdigit():
             sink.add("info", "files", path, None, "leftover of an interrupted index file creation")
@@ -111,8 +116,21 @@ def _check_chains(path, slot_table, entries, slots, index_count, entries_positio
     prev = entries["prev_index"].astype(np.int64)
     for slot in np.nonzero((slot_table > 0) & (slot_table < index_count))[0]:
         entry = int(slot_table[slot])
+        linker = None                         # the entry whose prevIndex led here (None: the slot)
         for _ in range(index_count):          # a chain is at most every entry once
-            if entry <= 0 or entry >= index_count or reached[entry]:
+            if entry <= 0 or entry >= index_count:
+                break
+            if reached[entry]:
+                # Each entry is linked from exactly one place: its slot (the newest of the slot)
+                # or the next newer entry of the same slot (IndexFile.putKey stores the slot's old
+                # head as prevIndex). A second link is damage, even if queries then filter by
+                # keyHash and return nothing wrong.
+                where = (INDEX_HEADER_SIZE + int(slot) * HASH_SLOT_SIZE if linker is None
+                         else entries_position + linker * 20 + 16)
+                source = f"slot {int(slot)}" if linker is None else f"entry {linker}"
+                sink.add("error", "index", path, where,
+                         f"{source} links to entry {entry}, which another slot chain already "
+                         f"reaches: every entry has exactly one predecessor in its slot's chain")
                 break
             reached[entry] = True
             if key_hashes[entry] >= 0 and key_hashes[entry] % slots != slot:
@@ -125,7 +143,7 @@ def _check_chains(path, slot_table, entries, slots, index_count, entries_positio
                          f"entry {entry} links to {following}: chains must point to older entries "
                          f"(or 0, the end of the chain)")
                 break
-            entry = following
+            linker, entry = entry, following
     unreached = np.nonzero(~reached[1:])[0]
     if len(unreached):
         first = int(unreached[0]) + 1

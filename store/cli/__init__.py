@@ -55,7 +55,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from store.cli.admin import add_admin_commands
     from store.cli.messages import add_message_commands
     parser = argparse.ArgumentParser(prog=PROG, description="RocketMQ store inspector: read, write "
-                                     "and check RocketMQ broker store directories.")
+                                     "and check RocketMQ broker store directories. Times are shown "
+                                     "in UTC (yyyy-mm-dd hh:mm:ss.mmm UTC); --json keeps epoch ms.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     common = _common_parser()
     add_message_commands(subparsers, common)
@@ -64,6 +66,19 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_mqadmin_commands(subparsers, common)
     _add_spark(subparsers, argv or [])
     return parser
+
+
+DISTRIBUTION = "rocketmq-store-inspector"
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml), with the RocketMQ formats read."""
+    from importlib import metadata
+    try:
+        version = metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        version = "unknown (not installed)"
+    return f"{version} (RocketMQ store formats 4.9.x and 5.x)"
 
 
 def _add_spark(subparsers, argv: list[str]) -> None:
@@ -106,17 +121,36 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else 2
     try:
-        return _run(args)
+        code = _run(args)
+        sys.stdout.flush()             # a closed pipe shows here, inside the handler below
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except StoreError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
+        if isinstance(error, BrokenPipeError):
+            return _quiet_broken_pipe()
         where = f" ({error.filename})" if error.filename else ""
         print(f"{PROG}: error: {error.strerror or error}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader went away (`rmqstore ... | head`): stop quietly like a Unix tool. stdout is
+    pointed at /dev/null so the interpreter's final flush does not complain again."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):     # stdout is not a real file (tests)
+        pass
+    return 141                         # 128 + SIGPIPE, what a shell reports for a killed writer
 
 
 if __name__ == "__main__":

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
-import time
 from dataclasses import asdict
 
-from store.cli.common import (UsageError, open_store, print_json, print_kv, print_table,
-                              resolve_config)
+from store.cli.common import (UsageError, format_time_ms, open_store, print_json, print_kv,
+                              print_table, resolve_config, validate_topic_arg)
 from store.inspect.raw import DUMP_LIMIT_DEFAULT, dump_index_entries, dump_queue_units, dump_records
-from store.tools.rebuild_index import rebuild_index
 
 
 # -- dump -----------------------------------------------------------------------------------------
@@ -19,50 +16,76 @@ def cmd_dump(args) -> int:
     """Raw files, like Kafka's dump-log tool: works on stores the engine refuses to open."""
     if args.limit < 1:
         raise UsageError("--limit must be >= 1")
+    validate_topic_arg(args.topic)
     config = resolve_config(args)
+    wanted = args.limit + 1                 # one more than shown: tells whether --limit cut it
     if args.kind == "records":
-        rows = dump_records(config, start_phy_offset=args.start or 0, limit=args.limit,
+        rows = dump_records(config, start_phy_offset=args.start or 0, limit=wanted,
                             verify=args.verify)
     elif args.kind == "consume-queue":
         if args.topic is None or args.queue is None:
             raise UsageError("dump consume-queue needs --topic and --queue")
         rows = dump_queue_units(config, args.topic, args.queue, start_queue_offset=args.start or 0,
-                                limit=args.limit, verify=args.verify)
+                                limit=wanted, verify=args.verify)
     else:
         rows = dump_index_entries(config, file_name=args.file, start_entry=args.start or 0,
-                                  limit=args.limit)
-    columns = list(rows[0]) if rows else []
+                                  limit=wanted, verify=args.verify)
+    truncated = len(rows) > args.limit
+    rows = rows[:args.limit]
     if args.json:
-        print_json(rows)
+        print_json({"kind": args.kind, "rows": rows, "truncated": truncated})
     else:
-        print_table(rows, columns)
+        columns = list(dict.fromkeys(c for row in rows for c in row))
+        print_table([_readable_row(row) for row in rows], columns, wrap=("problem",))
+        if truncated:
+            print(f"(stopped at --limit {args.limit}; --start and --limit show more)")
     if args.verify and any(row.get("valid") is False for row in rows):
         return 1
     return 0
 
 
+def _readable_row(row: dict) -> dict:
+    return {k: format_time_ms(v) if k in ("storeTimestamp", "storeTimeMs") and isinstance(v, int)
+            else v for k, v in row.items()}
+
+
 # -- check ----------------------------------------------------------------------------------------
 
+FINDING_COLUMNS = ("severity", "component", "path", "position", "message", "on_restart", "repair")
+
+
 def cmd_check(args) -> int:
+    from store.check.findings import NO_REPAIR
     from store.check.run import check_store, has_errors
     from store.tools.check_directory import check_config
     if args.max_findings < 1 or (args.max_records is not None and args.max_records < 1):
         raise UsageError("--max-findings and --max-records must be >= 1")
+    config = resolve_config(args)
     if args.read_only:
-        findings = check_config(resolve_config(args), max_findings=args.max_findings,
+        findings = check_config(config, max_findings=args.max_findings,
                                 max_records=args.max_records)
     else:
         with open_store(args, read_only=False, start_services=False) as store:
             findings = check_store(store, max_findings=args.max_findings,
                                    max_records=args.max_records)
     counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
+    rows = [_finding_row(f, args) for f in findings]
     if args.json:
-        print_json({"counts": counts, "findings": [f.to_dict() for f in findings]})
+        print_json({"counts": counts, "findings": rows})
     else:
-        print_table([f.to_dict() for f in findings],
-                    ("severity", "component", "path", "position", "message"))
+        table = [{**row, "repair": row["repair"] or (NO_REPAIR if row["severity"] == "error"
+                                                     else "-")} for row in rows]
+        print_table(table, FINDING_COLUMNS, wrap=("message", "on_restart", "repair"))
         print(f"\n{counts['error']} errors, {counts['warning']} warnings, {counts['info']} info")
     return 1 if has_errors(findings) else 0
+
+
+def _finding_row(finding, args) -> dict:
+    """The finding as a dict; the repair command carries this run's --config."""
+    row = finding.to_dict()
+    if row["repair"] and args.config:
+        row["repair"] += f" --config {os.path.realpath(args.config)}"
+    return row
 
 
 # -- recover --------------------------------------------------------------------------------------
@@ -74,48 +97,45 @@ def _report_dict(report) -> dict:
 
 
 def cmd_recover(args) -> int:
-    if args.rebuild_index and args.read_only:
-        raise UsageError("--rebuild-index writes index/; it cannot be combined with --read-only")
+    """Read-only: the recovery the engine would run, changing nothing. Writable: that recovery,
+    plus the repairs of what `check` finds (store.tools.repair), each printed as a step."""
+    if (args.rebuild_index or args.pad_truncated) and args.read_only:
+        raise UsageError("--rebuild-index and --pad-truncated write; they cannot be combined with "
+                         "--read-only")
     config = resolve_config(args)
-    old_index = None
-    if args.rebuild_index:
-        old_index = _set_index_aside(config)
-    from store.message_store import MessageStore
-    with MessageStore.open(config, read_only=args.read_only) as store:
-        report = _report_dict(store.recovery_report)
-        pointers = store.pointers()
-    out = {"recovery": report, "pointers": pointers}
-    if args.rebuild_index:
-        out["rebuildIndex"] = rebuild_index(config)
-        if old_index is not None:
-            shutil.rmtree(old_index, ignore_errors=True)
+    if args.read_only:
+        from store.message_store import MessageStore
+        with MessageStore.open(config, read_only=True) as store:
+            out = {"recovery": _report_dict(store.recovery_report), "pointers": store.pointers()}
+    else:
+        from store.tools.repair import repair_store
+        repaired = repair_store(config, pad_truncated=args.pad_truncated,
+                                rebuild_index_always=args.rebuild_index)
+        out = {"recovery": _report_dict(repaired.recovery), "pointers": repaired.pointers,
+               "repairs": repaired.steps, "backupDir": repaired.backup_dir}
+        if repaired.index_rebuilt is not None:
+            out["rebuildIndex"] = repaired.index_rebuilt
     if args.json:
         print_json(out)
-    else:
-        steps = report.pop("steps")
-        print_kv(report)
-        print("\nsteps:")
-        for step in steps:
+        return 0
+    report = dict(out["recovery"])
+    steps = report.pop("steps")
+    print_kv(report)
+    print("\nsteps:")
+    for step in steps:
+        print(f"  - {step}")
+    if not args.read_only:
+        print("\nrepairs:")
+        for step in out["repairs"] or ["none needed (check found nothing to repair)"]:
             print(f"  - {step}")
-        print("\npointers:")
-        print_kv(pointers)
-        if "rebuildIndex" in out:
-            print("\nindex rebuilt:")
-            print_kv(out["rebuildIndex"])
+        if out["backupDir"]:
+            print(f"  (the replaced files are kept in {out['backupDir']})")
+    print("\npointers:")
+    print_kv(out["pointers"])
+    if "rebuildIndex" in out:
+        print("\nindex rebuilt:")
+        print_kv(out["rebuildIndex"])
     return 0
-
-
-def _set_index_aside(config) -> str | None:
-    """Move index/ out of the way so a damaged index cannot stop the open; None if there is none."""
-    from store.meta.lockfile import probe_lock
-    holder = probe_lock(config.store_path_root_dir)
-    if holder is not None:
-        raise UsageError(f"process {holder} holds the store lock; stop it before rebuilding")
-    if not os.path.isdir(config.index_dir):
-        return None
-    aside = f"{config.index_dir}.old-{time.time_ns() // 1_000_000}"
-    os.replace(config.index_dir, aside)
-    return aside
 
 
 # -- clean ----------------------------------------------------------------------------------------
@@ -155,7 +175,10 @@ def add_admin_commands(subparsers, common) -> None:
     p.add_argument("--file", help="index file name (default: every file)")
     p.add_argument("--start", type=int, help="phy offset / queue offset / entry number to start at")
     p.add_argument("--limit", type=int, default=DUMP_LIMIT_DEFAULT)
-    p.add_argument("--verify", action="store_true", help="check CRCs / that units point at records")
+    p.add_argument("--verify", action="store_true",
+                   help="records: BODYCRC and PHYSICALOFFSET; consume-queue: units point at their "
+                        "records; index: entries point at records with that key hash, prevIndex "
+                        "links stay in the slot (adds valid/problem; exit 1 if any is invalid)")
     p.set_defaults(handler=cmd_dump)
 
     p = subparsers.add_parser("check", parents=[common], help="cross-check the store (exit 1 on errors)")
@@ -164,9 +187,14 @@ def add_admin_commands(subparsers, common) -> None:
     p.set_defaults(handler=cmd_check)
 
     p = subparsers.add_parser("recover", parents=[common],
-                              help="open writable (recovering) and print the recovery report")
+                              help="recover like a broker restart, repair what check finds, print "
+                                   "what was done (--read-only: only show the recovery)")
     p.add_argument("--rebuild-index", action="store_true",
-                   help="rebuild index/ from the whole commit log (RocketMQ does not)")
+                   help="rebuild index/ from the whole commit log even when check finds it sound "
+                        "(RocketMQ never does; done anyway when it has errors or no files)")
+    p.add_argument("--pad-truncated", action="store_true",
+                   help="pad commit-log segments shorter than mappedFileSizeCommitLog to full size "
+                        "(a record the cut tore becomes a BLANK filler; complete records are kept)")
     p.set_defaults(handler=cmd_recover, read_only_default=False)
 
     p = subparsers.add_parser("convert-cq", parents=[common],

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import difflib
 import json
 import os
 import re
+import shutil
 import sys
-from datetime import datetime
+import textwrap
+from datetime import datetime, timezone
 
 from store.errors import ConfigError, StoreError
 
@@ -49,14 +52,76 @@ def resolve_config(args, *, must_exist: bool = True):
                 config_path = candidate
                 break
     if config_path is None:
-        return StoreConfig.from_dict({}, store_path_root_dir=root)
-    return StoreConfig.from_properties(config_path, store_path_root_dir=root)
+        config = StoreConfig.from_dict({}, store_path_root_dir=root)
+    else:
+        config = StoreConfig.from_properties(config_path, store_path_root_dir=root)
+        warn_misspelled_keys(config, config_path)
+    if must_exist:
+        refuse_non_store(config, store_dir)
+    return config
+
+
+def refuse_short_segments(config) -> None:
+    """The engine (like MappedFileQueue.load) refuses a segment of the wrong length; say which one
+    and the way forward before it does."""
+    from store.tools.repair import short_segments
+    short = short_segments(config)
+    if short:
+        path, size = short[0]
+        more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
+        raise StoreError(f"{path} is {size} bytes, not the segment size "
+                         f"{config.mapped_file_size_commit_log}{more}: RocketMQ refuses to load "
+                         f"it; pad it with: rmqstore recover --pad-truncated --store "
+                         f"{config.store_path_root_dir}")
+
+
+# Entries of a store root (spec §1): any one of them makes a directory a store. A DLedger broker keeps
+# its log under dledger-<selfId>/ instead of commitlog/, and a fresh store may hold only a lock.
+STORE_ENTRIES = ("commitlog", "consumequeue", "index", "checkpoint", "abort", "lock", "config",
+                 "timerlog", "timerwheel", "timercheck", "timermetrics", "rocksdb_consumequeue")
+_SEGMENT_NAME = re.compile(r"\d{20}")
+
+
+def refuse_non_store(config, given: str) -> None:
+    """UsageError unless the root holds a commit log or another store entry (see STORE_ENTRIES)."""
+    root = config.store_path_root_dir
+    if any(os.path.isdir(d) for d in config.commit_log_dirs):
+        return
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return                          # resolve_config already said it does not exist
+    if any(n in STORE_ENTRIES or n.startswith("dledger") for n in names):
+        return
+    if any(_SEGMENT_NAME.fullmatch(n) for n in names):
+        hint = (f"it holds segment files: it looks like a commit-log directory, give its parent "
+                f"(--store {os.path.dirname(root)})")
+    else:
+        hint = "no commitlog/, consumequeue/, index/ or checkpoint"
+    raise UsageError(f"--store {given!r} is not a RocketMQ store: {hint}")
+
+
+_WARNED_KEYS: set = set()
+
+
+def warn_misspelled_keys(config, config_path: str) -> None:
+    """One stderr line per unknown key that is close to a known one (`mappedFileSizeComitLog`).
+    Keys close to none are left alone: broker.conf holds many broker (not store) settings."""
+    from store.config_table import PROPERTIES
+    known = [rocketmq for rocketmq, _ in PROPERTIES.values()] + ["brokerIP1", "listenPort"]
+    for key in config.unknown_keys():
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        if close and (config_path, key) not in _WARNED_KEYS:
+            _WARNED_KEYS.add((config_path, key))
+            print(f"rmqstore: warning: {config_path}: unknown key {key!r} is ignored; did you "
+                  f"mean {close[0]!r}?", file=sys.stderr)
 
 
 @contextlib.contextmanager
 def open_store(args, *, read_only: bool, must_exist: bool = True, start_services: bool = True):
     from store.message_store import MessageStore
     config = resolve_config(args, must_exist=must_exist)
+    refuse_short_segments(config)
     store = MessageStore.open(config, read_only=read_only, start_services=start_services)
     try:
         yield store
@@ -96,12 +161,23 @@ def parse_property(text: str) -> tuple[str, str]:
 
 
 def format_time_ms(value: int) -> str:
-    if value <= 0:
+    """The one form times take in human output: UTC with milliseconds and the zone, e.g.
+    `2026-11-26 08:22:40.123 UTC` (JSON output keeps the raw ms). 0 / negative stay numbers."""
+    if value is None or value <= 0:
         return str(value)
     try:
-        return datetime.fromtimestamp(value / 1000).isoformat(sep=" ", timespec="milliseconds")
+        moment = datetime.fromtimestamp(value / 1000, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
         return str(value)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{value % 1000:03d} UTC"
+
+
+def validate_topic_arg(topic: str | None) -> None:
+    """Every command's topic argument obeys RocketMQ's topic rule (no `/`, `..`, spaces): a topic
+    name becomes a directory name under consumequeue/."""
+    from store.codec.topic import validate_topic
+    if topic is not None:
+        validate_topic(topic)
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -137,23 +213,70 @@ def message_row(record) -> dict:
     return row
 
 
-def print_table(rows: list[dict], columns, out=None) -> None:
-    """Rows as an aligned text table (values longer than 60 characters are cut)."""
+def output_width(out=None) -> int | None:
+    """Characters per line: $COLUMNS, else the terminal's width, else None (a pipe or a file:
+    lines are never wrapped, like `ls`)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    stream = out or sys.stdout
+    try:
+        if stream.isatty():
+            return shutil.get_terminal_size().columns
+    except (AttributeError, ValueError, OSError):
+        pass
+    return None
+
+
+WRAP_MIN_WIDTH = 24
+
+
+def print_table(rows: list[dict], columns, out=None, *, wrap=(), width: int | None = None) -> None:
+    """Rows as an aligned text table that fits the output width (see `output_width`).
+
+    No value is ever cut. Columns in `wrap` (long text such as a finding's message) are wrapped onto
+    continuation lines at word boundaries to fit; a long word (a path) stays whole. When even that
+    cannot fit, each row is printed as `column: value` lines instead.
+    """
     out = out or sys.stdout
     if not rows:
         print("(none)", file=out)
         return
+    width = width if width is not None else output_width(out)
     cells = [[_cell(row.get(c)) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    total = sum(widths) + 2 * (len(columns) - 1)
+    if width is not None and total > width:
+        wrapped = [i for i, c in enumerate(columns) if c in wrap]
+        fixed = sum(w for i, w in enumerate(widths) if i not in wrapped) + 2 * (len(columns) - 1)
+        room = width - fixed
+        if not wrapped or room < WRAP_MIN_WIDTH * len(wrapped):
+            _print_records(columns, cells, out)
+            return
+        share = room // len(wrapped)
+        for i in wrapped:
+            widths[i] = min(widths[i], share)
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), file=out)
     for r in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip(), file=out)
+        parts = [textwrap.wrap(v, w, break_long_words=False, break_on_hyphens=False) or [""]
+                 if len(v) > w else [v] for v, w in zip(r, widths)]
+        for line in range(max(len(p) for p in parts)):
+            print("  ".join((p[line] if line < len(p) else "").ljust(w)
+                            for p, w in zip(parts, widths)).rstrip(), file=out)
+
+
+def _print_records(columns, cells, out) -> None:
+    label = max(len(c) for c in columns)
+    for number, r in enumerate(cells):
+        if number:
+            print(file=out)
+        for c, v in zip(columns, r):
+            print(f"{c.ljust(label)}  {v}", file=out)
 
 
 def _cell(value) -> str:
     text = "" if value is None else str(value)
-    text = text.replace("\n", "\\n").replace("\x01", "=").replace("\x02", ";")
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text.replace("\n", "\\n").replace("\x01", "=").replace("\x02", ";")
 
 
 def print_json(value, out=None) -> None:
@@ -177,6 +300,6 @@ def print_kv(pairs: dict, out=None) -> None:
         print(f"{key.ljust(width)}  {value}", file=out or sys.stdout)
 
 
-__all__ = ["ConfigError", "UsageError", "message_dict", "message_row", "open_store",
-           "parse_property", "parse_time_ms", "print_json", "print_kv", "print_table",
-           "resolve_config"]
+__all__ = ["ConfigError", "UsageError", "format_time_ms", "message_dict", "message_row",
+           "open_store", "parse_property", "parse_time_ms", "print_json", "print_kv", "print_table",
+           "resolve_config", "validate_topic_arg"]

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
-from store.cli.common import (MESSAGE_COLUMNS, UsageError, message_dict, message_row, open_store,
-                              parse_property, parse_time_ms, print_json, print_kv, print_table)
+from store.cli.common import (MESSAGE_COLUMNS, UsageError, format_time_ms, message_dict, message_row,
+                              open_store, parse_property, parse_time_ms, print_json, print_kv,
+                              print_table, validate_topic_arg)
+
+TIME_FIELDS = ("bornTimestamp", "storeTimestamp", "indexLastUpdateTimestamp")
 
 PRINT_MSG_MAX_DEFAULT = 100
 PRINT_MSG_BATCH = 32
@@ -81,6 +85,7 @@ def cmd_produce(args) -> int:
 def cmd_pull(args) -> int:
     if args.max < 1:
         raise UsageError("--max must be >= 1")
+    validate_topic_arg(args.topic)
     read_only = args.read_only and not args.commit
     with open_store(args, read_only=read_only) as store:
         offset = args.offset
@@ -114,16 +119,26 @@ def _print_messages(args, records, extra: dict | None = None) -> None:
         print_json({**(extra or {}), "messages": [message_dict(m) for m in records]})
         return
     if extra:
-        print_kv(extra)
+        print_kv(_readable_times(extra))
         print()
     print_table([message_row(m) for m in records], MESSAGE_COLUMNS)
 
 
+def _readable_times(values: dict) -> dict:
+    """Human output: ms-since-epoch fields as `format_time_ms` text (JSON keeps the numbers)."""
+    return {k: format_time_ms(v) if k in TIME_FIELDS and isinstance(v, int) else v
+            for k, v in values.items()}
+
+
 def cmd_query_by_key(args) -> int:
+    validate_topic_arg(args.topic)
+    if args.max < 1:
+        raise UsageError("--max must be >= 1")
     begin = parse_time_ms(args.begin) if args.begin else 0
     end = parse_time_ms(args.end) if args.end else 2**63 - 1
     with open_store(args, read_only=args.read_only) as store:
         result = store.query_message(args.topic, args.key, args.max, begin, end)
+        _warn_without_index(store)
         _print_messages(args, result.messages, {
             "found": len(result.messages), "truncated": result.truncated,
             "collisionsFiltered": result.collisions_filtered,
@@ -131,15 +146,55 @@ def cmd_query_by_key(args) -> int:
     return 0
 
 
+def _warn_without_index(store) -> None:
+    """An empty index/ makes every key query come back empty: say so instead of nothing."""
+    import sys
+    config = store.config
+    index_dir = config.index_dir
+    has_files = os.path.isdir(index_dir) and any(n.isdigit() for n in os.listdir(index_dir))
+    if config.message_index_enable and not has_files and store.pointers()["max_phy_offset"] > 0:
+        print(f"rmqstore: warning: {index_dir} holds no index files, so no key can be found; "
+              f"rebuild it with: rmqstore recover --rebuild-index --store "
+              f"{config.store_path_root_dir}", file=sys.stderr)
+
+
 def cmd_query_by_id(args) -> int:
+    """mqadmin queryMsgById: an offset msgId (store host + phy offset), else a UNIQ_KEY (the
+    client-made id) looked up through the index, in --topic or in every topic of the store."""
     from store.codec.msgid import decode_message_id
-    from store.errors import CorruptDataError
+    from store.errors import CorruptDataError, MessageNotFoundError
+    validate_topic_arg(args.topic)
+    msg_id = args.msg_id.strip()
     try:
-        decode_message_id(args.msg_id)
-    except (ValueError, CorruptDataError) as error:
-        raise UsageError(f"{args.msg_id!r} is not an offset msgId: {error}") from None
+        phy_offset = decode_message_id(msg_id)[1]
+    except (ValueError, CorruptDataError):
+        phy_offset = None
+    if phy_offset is None and not re.fullmatch(r"[0-9A-Fa-f]{32,56}", msg_id):
+        raise UsageError(f"{msg_id!r} is neither an offset msgId nor a UNIQ_KEY (32 to 56 hex "
+                         f"digits)")
     with open_store(args, read_only=args.read_only) as store:
-        record = store.view_message(args.msg_id)
+        record = None
+        if phy_offset is not None:
+            try:
+                record = store.look_message_by_offset(phy_offset)
+            except MessageNotFoundError:
+                record = None
+            if record is not None and record.msg_id.upper() != msg_id.upper():
+                record = None           # a UNIQ_KEY that happens to decode as an offset msgId
+        if record is None:
+            topics = [args.topic] if args.topic else sorted({t for t, _ in store.queues()})
+            for topic in topics:
+                found = [m for m in store.query_message(topic, msg_id, 32).messages
+                         if (m.uniq_key or "").upper() == msg_id.upper()]
+                if found:
+                    record = found[0]
+                    break
+        if record is None:
+            where = f"topic {args.topic}" if args.topic else "any topic"
+            offset_part = (f"no record with this msgId starts at physical offset {phy_offset}"
+                           if phy_offset is not None else "not an offset msgId")
+            raise MessageNotFoundError(f"{msg_id}: {offset_part}, and no message of {where} has "
+                                       f"it as UNIQ_KEY in the index")
         _print_one(args, record)
     return 0
 
@@ -148,7 +203,7 @@ def _print_one(args, record) -> None:
     if args.json:
         print_json(message_dict(record))
         return
-    values = message_dict(record)
+    values = _readable_times(message_dict(record))
     properties = values.pop("properties")
     print_kv({**values, **{f"property {k}": v for k, v in properties.items()}})
 
@@ -156,6 +211,7 @@ def _print_one(args, record) -> None:
 def cmd_query_by_offset(args) -> int:
     if args.phy_offset is None and None in (args.topic, args.queue, args.offset):
         raise UsageError("give TOPIC QUEUE OFFSET, or --phy-offset N")
+    validate_topic_arg(args.topic)
     with open_store(args, read_only=args.read_only) as store:
         phy_offset = args.phy_offset
         if phy_offset is None:
@@ -175,6 +231,7 @@ def cmd_print_msg(args) -> int:
     end = parse_time_ms(args.end) if args.end else 2**63 - 1
     if args.max < 1:
         raise UsageError("--max must be >= 1")
+    validate_topic_arg(args.topic)
     found = []
     truncated = False
     with open_store(args, read_only=args.read_only) as store:
@@ -204,7 +261,7 @@ def cmd_print_msg(args) -> int:
         for record in found:
             body = message_dict(record)
             print(f"{record.msg_id}  {record.topic}/{record.queue_id}@{record.queue_offset}  "
-                  f"store={record.store_timestamp}  tags={record.tags}  keys={record.keys}  "
+                  f"store={format_time_ms(record.store_timestamp)}  tags={record.tags}  keys={record.keys}  "
                   f"body={body.get('body', '<binary ' + str(len(record.body)) + ' bytes>')!r}")
         if truncated:
             print(f"(stopped at --max {args.max}; narrow the time range for more)")
@@ -246,8 +303,10 @@ def add_message_commands(subparsers, common) -> None:
     p.add_argument("--max", type=int, default=32)
     p.set_defaults(handler=cmd_query_by_key)
 
-    p = subparsers.add_parser("query-msg-by-id", parents=[common], help="by offset msgId")
-    p.add_argument("msg_id")
+    p = subparsers.add_parser("query-msg-by-id", parents=[common],
+                              help="by offset msgId, or by UNIQ_KEY through the index")
+    p.add_argument("msg_id", help="offset msgId (store host + phy offset) or UNIQ_KEY")
+    p.add_argument("--topic", help="topic of a UNIQ_KEY (default: try every topic)")
     p.set_defaults(handler=cmd_query_by_id)
 
     p = subparsers.add_parser("query-msg-by-offset", parents=[common],

@@ -44,10 +44,28 @@ def dump_records(config, *, start_phy_offset: int = 0, limit: int = DUMP_LIMIT_D
                 if verify:
                     row["valid"] = body_crc_matches(segment.buffer, position) and \
                         r.commit_log_offset == phy_offset
+            elif result.kind == record_check.CHECK_INVALID and _never_written(view, segment,
+                                                                               position):
+                row.update(kind=END_OF_DATA, size=0)     # zeros to the end: not damage
             elif result.kind == record_check.CHECK_INVALID and verify:
                 row["valid"] = False
             rows.append(row)
     return rows
+
+
+END_OF_DATA = "END"      # dump_records' row where the written data ends (zeros follow)
+
+
+def _never_written(view, segment, position: int) -> bool:
+    """True when the rest of `segment` from `position` is zeros and no later segment starts with
+    data: the preallocated tail after the last record, where recovery ends the log."""
+    buffer = segment.buffer
+    chunk = 1 << 20
+    for start in range(position, segment.size_bytes, chunk):    # bounded by the segment size
+        if any(buffer[start:min(start + chunk, segment.size_bytes)]):
+            return False
+    later = [s for s in view.segments if s.file_from_offset > segment.file_from_offset]
+    return all(s.size_bytes < 4 or not any(s.buffer[:4]) for s in later)
 
 
 def dump_queue_units(config, topic: str, queue_id: int, *, start_queue_offset: int = 0,
@@ -88,8 +106,37 @@ def dump_queue_units(config, topic: str, queue_id: int, *, start_queue_offset: i
 
 
 def dump_index_entries(config, *, file_name: str | None = None, start_entry: int = 0,
-                       limit: int = DUMP_LIMIT_DEFAULT) -> list[dict]:
-    """Up to `limit` entries of the index files (or of `file_name`), from entry `start_entry`."""
+                       limit: int = DUMP_LIMIT_DEFAULT, verify: bool = False) -> list[dict]:
+    """Up to `limit` entries of the index files (or of `file_name`), from entry `start_entry`.
+    `verify` adds `valid` and `problem`: the entry points at a record start whose `topic#key`
+    (UNIQ_KEY or a KEYS token) hashes to keyHash, and prevIndex links to an older entry of the same
+    slot (IndexFile.putKey)."""
+    if verify:
+        with CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) as view:
+            return _dump_index(config, file_name, start_entry, limit, view)
+    return _dump_index(config, file_name, start_entry, limit, None)
+
+
+def _entry_problem(view, slots: int, number: int, key_hash: int, phy: int, prev: int,
+                   prev_hash: int | None) -> str:
+    """Why one index entry is wrong ("" when it is right); see dump_index_entries."""
+    from store.codec.javahash import index_key_hash
+    if prev < 0 or prev >= number:
+        return f"prevIndex {prev} is not an older entry"
+    if prev and prev_hash is not None and prev_hash % slots != key_hash % slots:
+        return f"prevIndex {prev} is an entry of slot {prev_hash % slots}, not {key_hash % slots}"
+    result = view.check_at(phy)
+    if result.kind != record_check.CHECK_RECORD or result.request.commit_log_offset != phy:
+        return f"phyOffset {phy} is not the start of a record"
+    request = result.request
+    keys = ([request.uniq_key] if request.uniq_key else []) + \
+        [k for k in (request.keys or "").split(" ") if k]
+    if not any(index_key_hash(f"{request.topic}#{k}") == key_hash for k in keys):
+        return f"keyHash matches none of the record's keys ({', '.join(keys) or 'none'})"
+    return ""
+
+
+def _dump_index(config, file_name, start_entry, limit, view) -> list[dict]:
     directory = config.index_dir
     names = sorted(n for n in os.listdir(directory) if n.isdigit()) if os.path.isdir(directory) else []
     if file_name:
@@ -113,7 +160,13 @@ def dump_index_entries(config, *, file_name: str | None = None, start_entry: int
                     return rows
                 key_hash, phy, diff, prev = ENTRY_STRUCT.unpack_from(
                     buffer, entry_position(slots, number))
-                rows.append({"file": name, "entry": number, "keyHash": key_hash, "slot":
-                             key_hash % slots, "phyOffset": phy, "timeDiffS": diff, "prevIndex": prev,
-                             "storeTimeMs": header.begin_timestamp + diff * 1000})
+                row = {"file": name, "entry": number, "keyHash": key_hash, "slot":
+                       key_hash % slots, "phyOffset": phy, "timeDiffS": diff, "prevIndex": prev,
+                       "storeTimeMs": header.begin_timestamp + diff * 1000}
+                if view is not None:
+                    prev_hash = ENTRY_STRUCT.unpack_from(buffer, entry_position(slots, prev))[0] \
+                        if 0 < prev < number else None
+                    problem = _entry_problem(view, slots, number, key_hash, phy, prev, prev_hash)
+                    row.update(valid=not problem, problem=problem or None)
+                rows.append(row)
     return rows

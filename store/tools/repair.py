@@ -1,0 +1,205 @@
+"""Repair what `rmqstore check` finds (`rmqstore recover`): the writable recovery plus the fixes
+RocketMQ itself never makes, each printed as a step.
+
+RocketMQ on restart (tag rocketmq-all-4.9.7): `DefaultMessageStore.load` refuses a commit-log segment
+whose length is not `mappedFileSizeCommitLog` (`MappedFileQueue.load`); `ConsumeQueue.recover` keeps
+a queue's units up to the first invalid one and `truncateDirtyLogicFiles` cuts those past the log end,
+but a unit that points at the wrong record stays; `IndexService.load` keeps index files as they are
+and never rebuilds a missing `index/` (dispatch resumes from the consume queues). So:
+
+| damage `check` reports                    | what `repair_store` does                                   |
+|-------------------------------------------|------------------------------------------------------------|
+| a segment shorter than the segment size   | only with `pad_truncated`: the file grows to the segment   |
+|                                           | size; a record the cut tore becomes a BLANK filler (the    |
+|                                           | last data segment: zeros, where recovery ends the log)     |
+| errors in a file consume queue            | the queue directory moves to the backup and the writable   |
+|                                           | open rebuilds it from the commit log (missing queues are   |
+|                                           | re-dispatched from the log's first record)                 |
+| a missing index, or errors in index files | index/ is rebuilt from the whole commit log                |
+
+Nothing is deleted: every file changed or replaced is first copied to `<root>/repair-backup-<ms>/`.
+No record the log holds whole is touched, so no message is lost. A store with none of these findings
+goes through the plain writable recovery only (it changes nothing on a cleanly shut down store).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import time
+from dataclasses import dataclass, field
+
+from store.check.findings import Finding
+from store.codec import record_check
+from store.codec.message import BLANK_MAGIC
+from store.errors import StoreError
+from store.mappedfile.mapped_file import parse_file_name
+from store.meta.lockfile import probe_lock
+from store.tools.check_directory import check_config
+from store.tools.rebuild_index import rebuild_index
+
+__all__ = ["RepairReport", "repair_store", "short_segments"]
+
+_BLANK_HEADER = struct.Struct(">ii")
+
+
+@dataclass
+class RepairReport:
+    steps: list[str] = field(default_factory=list)
+    backup_dir: str | None = None
+    padded_segments: list[str] = field(default_factory=list)
+    rebuilt_queues: list[str] = field(default_factory=list)
+    index_rebuilt: dict | None = None
+    recovery: dict | None = None
+    pointers: dict | None = None
+
+
+def short_segments(config) -> list[tuple[str, int]]:
+    """(path, size) of every commit-log segment shorter than the configured segment size."""
+    found = []
+    for directory in config.commit_log_dirs:
+        if not os.path.isdir(directory):
+            continue
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            if parse_file_name(name) is not None and os.path.isfile(path):
+                size = os.path.getsize(path)
+                if size < config.mapped_file_size_commit_log:
+                    found.append((path, size))
+    return found
+
+
+def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: bool = False,
+                 max_findings: int = 100_000) -> RepairReport:
+    """Repair the store at `config` (see the module docstring) and open it writable once."""
+    from store.message_store import MessageStore
+    root = config.store_path_root_dir
+    holder = probe_lock(root)
+    if holder is not None:
+        raise StoreError(f"process {holder} holds the store lock ({root}/lock); stop it first")
+    report = RepairReport()
+    backup = _Backup(root, report)
+    short = short_segments(config)
+    if short and not pad_truncated:
+        path, size = short[0]
+        raise StoreError(f"{path} is {size} bytes, not the segment size "
+                         f"{config.mapped_file_size_commit_log} (mappedFileSizeCommitLog): the store "
+                         f"cannot open; rerun with --pad-truncated to pad it (a record the cut "
+                         f"tore is lost, every complete record is kept)")
+    for path, size in short:
+        _pad_segment(config, path, size, backup, report)
+    findings = check_config(config, max_findings=max_findings, open_store=False)
+    damaged_queues = _damaged_queues(config, findings)
+    for topic, queue_id in damaged_queues:
+        queue_dir = os.path.join(config.consume_queue_dir, topic, str(queue_id))
+        backup.move(queue_dir)
+        report.rebuilt_queues.append(f"{topic}/{queue_id}")
+        report.steps.append(f"consume queue {topic}/{queue_id} has errors: moved aside, rebuilt "
+                            f"from the commit log by the writable open")
+    index_damaged = any(f.component == "index" and f.severity == "error" for f in findings)
+    rebuild = rebuild_index_always or index_damaged
+    if rebuild and os.path.isdir(config.index_dir):
+        backup.move(config.index_dir)
+    with MessageStore.open(config, read_only=False) as store:
+        report.recovery = store.recovery_report
+        report.pointers = store.pointers()
+    if rebuild:
+        report.index_rebuilt = rebuild_index(config)
+        why = "asked" if rebuild_index_always else "index errors or no index files"
+        report.steps.append(f"index/ rebuilt from the commit log ({why}): "
+                            f"{report.index_rebuilt['records']} records in "
+                            f"{report.index_rebuilt['indexFiles']} files")
+    return report
+
+
+def _damaged_queues(config, findings: list[Finding]) -> list[tuple[str, int]]:
+    """File consume queues that have error findings (RocksDB queues are not repaired here)."""
+    if config.store_type != "default":
+        return []
+    base = os.path.realpath(config.consume_queue_dir)
+    queues = set()
+    for finding in findings:
+        if finding.component != "consumequeue" or finding.severity != "error" or not finding.path:
+            continue
+        relative = os.path.relpath(os.path.realpath(finding.path), base).split(os.sep)
+        if len(relative) >= 2 and relative[0] not in ("..", ".") and \
+                relative[1].lstrip("-").isdigit():
+            queues.add((relative[0], int(relative[1])))
+    return sorted(queues)
+
+
+def _pad_segment(config, path: str, size: int, backup: "_Backup", report: RepairReport) -> None:
+    segment_size = config.mapped_file_size_commit_log
+    backup.copy(path)
+    with open(path, "r+b") as handle:
+        data = handle.read()
+        position, kind = _end_of_complete_records(data)
+        last = _is_last_data_segment(config, path)
+        handle.truncate(segment_size)              # grows the file with zeros
+        # Bytes of a record the cut tore (a BLANK filler's body or zeros are no record).
+        torn = 0 if kind == record_check.CHECK_BLANK else len(data[position:].rstrip(b"\0"))
+        if last:
+            handle.seek(position)
+            handle.write(bytes(torn))
+            detail = "zeros after the last complete record (recovery ends the log there)"
+        else:
+            handle.seek(position)
+            handle.write(_BLANK_HEADER.pack(segment_size - position, BLANK_MAGIC))
+            detail = "a BLANK filler after the last complete record (the log goes on in the next " \
+                     "segment)"
+        handle.flush()
+        os.fsync(handle.fileno())
+    report.padded_segments.append(path)
+    lost = f"; {torn} bytes of a record the truncation tore are lost" if torn else ""
+    report.steps.append(f"padded {path} from {size} to {segment_size} bytes with {detail}{lost}")
+
+
+def _end_of_complete_records(data: bytes) -> tuple[int, str]:
+    """Position after the last whole record from the start of a segment (each segment starts with
+    a record: records never span files), and what stands there (BLANK, INVALID, or RECORD at the
+    end of the data)."""
+    position = 0
+    for _ in range(len(data)):                     # each step moves forward
+        if position >= len(data):
+            break
+        result = record_check.check_message(data, position, check_crc=False, limit=len(data))
+        if result.kind != record_check.CHECK_RECORD or result.size <= 0:
+            return position, result.kind
+        position += result.size
+    return position, record_check.CHECK_RECORD
+
+
+def _is_last_data_segment(config, path: str) -> bool:
+    start = parse_file_name(os.path.basename(path))
+    for directory in config.commit_log_dirs:
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            other = parse_file_name(name)
+            if other is not None and other > start:
+                with open(os.path.join(directory, name), "rb") as handle:
+                    if any(handle.read(8)):
+                        return False
+    return True
+
+
+class _Backup:
+    """Copies (or moves) what a repair replaces into `<root>/repair-backup-<ms>/`, same layout."""
+
+    def __init__(self, root: str, report: RepairReport):
+        self.root = root
+        self.report = report
+        self.directory = os.path.join(root, f"repair-backup-{time.time_ns() // 1_000_000}")
+
+    def _target(self, path: str) -> str:
+        target = os.path.join(self.directory, os.path.relpath(path, self.root))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        self.report.backup_dir = self.directory
+        return target
+
+    def copy(self, path: str) -> None:
+        shutil.copy2(path, self._target(path))
+
+    def move(self, path: str) -> None:
+        os.replace(path, self._target(path))
