@@ -93,7 +93,10 @@ class AdminViewsMixin:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int | None:
-        unit = self._consume_queues.get_unit(topic, queue_id, queue_offset)
+        return self._time_of_unit(self._consume_queues.get_unit(topic, queue_id, queue_offset))
+
+    def _time_of_unit(self, unit) -> int | None:
+        """Store time of the record a CQ unit points to; None without a unit or a readable record."""
         if unit is None:
             return None
         value = self._commit_log.store_timestamp_at(unit.phy_offset, unit.size)
@@ -152,12 +155,6 @@ class AdminViewsMixin:
                          "messages": messages, "bytes": size_bytes, "first_store_ms": first_ms,
                          "last_store_ms": last_ms, "put_rate_per_s": rate})
         return rows
-
-    def _time_of_unit(self, unit) -> int | None:
-        if unit is None:
-            return None
-        value = self._commit_log.store_timestamp_at(unit.phy_offset, unit.size)
-        return value if value >= 0 else None
 
     def topic_status(self, topic: str) -> list[dict]:
         """Per queue of `topic` (sorted): min and max queue offset and the store time of the last
