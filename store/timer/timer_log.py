@@ -49,6 +49,7 @@ class TimerLogScan:
     capped: bool = False
     ignored_names: list[str] = field(default_factory=list)
     gaps: list[tuple[int, int]] = field(default_factory=list)
+    file_count: int = 0                 # every timer-log file, walked or not
 
     def unit_at(self, pos: int) -> TimerLogUnit | None:
         """The valid unit at timer-log offset `pos`, or None."""
@@ -83,7 +84,7 @@ def open_timer_log(root: str, file_size_bytes: int) -> MappedFileQueue:
 def scan_units(queue: MappedFileQueue, *, max_units: int = MAX_UNITS_PER_SCAN) -> TimerLogScan:
     """Walk every file from its start (see the module docstring); writes nothing."""
     result = TimerLogScan(queue.file_size_bytes, ignored_names=list(queue.problems.ignored_names),
-                          gaps=list(queue.problems.gaps))
+                          gaps=list(queue.problems.gaps), file_count=len(queue.files))
     chunks, positions = [], []
     total = 0
     per_file = queue.file_size_bytes // UNIT_SIZE
