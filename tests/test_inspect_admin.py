@@ -278,3 +278,18 @@ def test_explain_without_clean_file_forcibly_keeps_young_files(fixture, tmp_path
         assert store.services.cleanup.run_once().commit_log_files_deleted == 0
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("fixture", ROLLED[-1:], ids=fixture_id)
+def test_the_rocksdb_consume_queue_gives_the_same_views(fixture, tmp_path):
+    from store.tools.convert_cq import convert_consume_queues
+    root = copy_store(fixture, str(tmp_path))
+    with MessageStore.open(store_config(fixture, root), read_only=True) as store:
+        want = (store.inspect.topics(), store.inspect.consumer_progress(),
+                [store.inspect.topic_status(t["topic"]) for t in store.inspect.topics()])
+    convert_consume_queues(store_config(fixture, root), "rocksdb")
+    with MessageStore.open(store_config(fixture, root, store_type="defaultRocksDB"),
+                           read_only=True) as store:
+        got = (store.inspect.topics(), store.inspect.consumer_progress(),
+               [store.inspect.topic_status(t["topic"]) for t in store.inspect.topics()])
+    assert got == want and sum(t["messages"] for t in got[0]) == load_dump(fixture)["totalMessages"]
