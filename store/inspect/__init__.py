@@ -10,6 +10,8 @@ Two doors, one per situation an operator is in:
 | `admin_views` | `AdminViewsMixin` of `StoreInspector`: topics, topic status, consumer progress     |
 |         | (lag clamped with its reason), broker status; `cleanup_view`: why cleanup would or  |
 |         | would not delete now (the cleanup service's own decisions)                           |
+| `scheduled` | `ScheduledViewsMixin` of `StoreInspector`: delay levels (pending, delivered offset,   |
+|         | next due time) from the running schedule service or `config/delayOffset.json`      |
 | `raw`   | functions over a store *directory* that need no open store (`rmqstore dump`): records,   |
 |         | consume-queue units and index entries as the files hold them, even when the engine      |
 |         | refuses to open the store                                                               |
@@ -18,7 +20,8 @@ Every result is a plain value (dataclass, dict row, numpy array in native byte o
 nothing here writes, and every walk is bounded. The UI (`app/`, `pages/`) and the CLI's dump commands
 use this package instead of the commit log, consume queues, index service or mapped files.
 
-May import: the structures (`store.commitlog`, `store.consumequeue`, `store.index`, `store.mappedfile`),
+May import: the structures (`store.commitlog`, `store.consumequeue`, `store.index`, `store.mappedfile`,
+`store.meta` for delayOffset.json),
 `store.check` (its raw commit-log view), `store.codec`, `store.kernel`, `store.errors`. Never the
 services, and never `store.message_store` (which builds a `StoreInspector` from its parts).
 """

@@ -6,6 +6,7 @@
 | `lockfile`      | the `lock` file (`StoreLock`, `probe_lock`) and the `abort` file          |
 | `config_files`  | `config/*.json` in the broker's fastjson dialect, atomic replacement, consumer offsets |
 | `topic_config`  | `config/topics.json`: `TopicConfigManager`                                |
+| `delay_offset`  | `config/delayOffset.json`: `DelayOffsetTable` (delivered delay levels)    |
 
 May import: `store.codec`, `store.mappedfile` (for `fsync_directory`), `store.errors`.
 """

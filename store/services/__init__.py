@@ -7,6 +7,7 @@
 | `flush`         | flush and commit services, group commit, the transient store pool         |
 | `long_polling`  | `PullRequestHoldService`: pulls held until a message arrives               |
 | `cleanup`       | expiry of old commit-log segments, consume-queue and index files          |
+| `schedule`      | `ScheduleMessageService` (4.9): delay levels delivered to their real topic |
 | `lifecycle`     | `StoreServices`: starting and stopping them in RocketMQ's order          |
 
 May import: the structures (`store.commitlog`, `store.consumequeue`, `store.index`, `store.meta`),
