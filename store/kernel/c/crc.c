@@ -26,6 +26,11 @@ static zlib_crc32_fn zlib_crc32;
 
 static void crc_find_zlib(void)
 {
+#ifdef RMQ_CRC_NO_ZLIB
+    /* The sanitized fuzz build (tests/kernel_fuzz/build.py): every byte CRC'd is read by instrumented
+     * code here, so a CRC over a range past the buffer is reported, not read silently by libz. */
+    return;
+#endif
     void *handle = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
     if (handle != NULL)
         zlib_crc32 = (zlib_crc32_fn)dlsym(handle, "crc32");
