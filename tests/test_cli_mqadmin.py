@@ -79,6 +79,12 @@ def test_consumer_progress_matches_the_committed_offsets(capsys, fx):
         if any(r["note"] for r in rows if r["group"] == group):
             assert "Notes:" in out
     assert all(r["lag"] >= 0 for r in rows)
+    code, out, _ = run(capsys, "consumerProgress", *store)
+    listed = {line.split()[0]: int(line.split()[-1]) for line in out.splitlines()[1:]
+              if line.strip() and not line.startswith((" ", "Notes:"))}
+    for key in dump["consumerOffsets"]:
+        group = key.split("@", 1)[1]
+        assert listed[group] == sum(r["lag"] for r in rows if r["group"] == group)
     code, _out, err = run(capsys, "consumerProgress", "-g", "NoSuchGroup", *store)
     assert code == 2 and "NoSuchGroup" in err
 

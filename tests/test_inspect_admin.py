@@ -173,6 +173,9 @@ def test_consumer_progress_edge_cases_on_a_written_store(tmp_path):
         store.commit_consumer_offset("G", "T", 0, 9)        # ahead of max 5
         store.commit_consumer_offset("G", "Gone", 0, 3)     # a queue with no consume queue
         store.commit_consumer_offset("H", "T", 0, 2)
+        store.put_message(Message("%RETRY%Quiet", b"r", queue_id=0))   # a group without offsets
+        store.dispatch_pending()
+        assert store.inspect.consumer_groups() == ["G", "H", "Quiet"]
         rows = {(r["group"], r["topic"], r["queue_id"]): r for r in store.inspect.consumer_progress()}
     assert rows[("G", "T", 0)]["lag"] == 0 and "ahead" in rows[("G", "T", 0)]["note"]
     assert rows[("G", "T", 0)]["last_store_ms"] is None

@@ -78,6 +78,7 @@ def cmd_topic_status(args) -> int:
 def cmd_consumer_progress(args) -> int:
     with open_store(args, read_only=True) as store:
         rows = store.inspect.consumer_progress(args.group)
+        groups = store.inspect.consumer_groups()
         name = broker_name(store.config)
     if args.group is not None and not rows:
         raise UsageError(f"group {args.group!r} has no committed offset in this store")
@@ -85,7 +86,7 @@ def cmd_consumer_progress(args) -> int:
         print_json(rows)
         return 0
     if args.group is None:
-        _print_groups(rows)
+        _print_groups(rows, groups)
         return 0
     print(f"{'#Topic':<32}  {'#Broker Name':<32}  {'#QID':<4}  {'#Broker Offset':<20}  "
           f"{'#Consumer Offset':<20}  {'#Client IP':<20} {'#Diff':<20}  #LastTime")
@@ -100,8 +101,8 @@ def cmd_consumer_progress(args) -> int:
     return 0
 
 
-def _print_groups(rows: list[dict]) -> None:
-    totals: dict[str, int] = {}
+def _print_groups(rows: list[dict], groups: list[str]) -> None:
+    totals: dict[str, int] = dict.fromkeys(groups, 0)
     for row in rows:
         totals[row["group"]] = totals.get(row["group"], 0) + row["lag"]
     print(f"{'#Group':<32}  {'#Count':<6}  {'#Version':<24} {'#Type':<5}  {'#Model':<14}  "

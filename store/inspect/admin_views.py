@@ -171,8 +171,17 @@ class AdminViewsMixin:
     # -- consumer groups -------------------------------------------------------------------------
 
     def consumer_groups(self) -> list[str]:
-        """Every group with a committed offset, sorted."""
-        return sorted({group for _topic, group in self._offset_keys()})
+        """Every group with a committed offset or a `%RETRY%group` topic (how mqadmin's
+        consumerProgress finds groups; a 5.x POP retry topic `%RETRY%group+topic` names the group
+        before the `+`, which group names never contain), sorted."""
+        groups = {group for (_topic, group), _queues in self._offset_keys()}
+        names = {topic for topic, _queue_id in self._consume_queues.queues()}
+        if self._topic_configs is not None:
+            names |= set(self._topic_configs.topics())
+        for topic in names:
+            if topic.startswith(RETRY_PREFIX) and len(topic) > len(RETRY_PREFIX):
+                groups.add(topic[len(RETRY_PREFIX):].split("+", 1)[0])
+        return sorted(groups)
 
     def _offset_keys(self):
         table = {} if self._consumer_offsets is None else self._consumer_offsets.table()
