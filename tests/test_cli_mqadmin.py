@@ -130,6 +130,14 @@ def test_query_cq_and_message_lookups(capsys, fx):
         by_uniq = run_json(capsys, "queryMsgByUniqueKey", "-t", queue["topic"],
                            "-i", message["uniqKey"], *store)
         assert [m["msgId"] for m in by_uniq] == [message["msgId"]]
+        for track in by_uniq[0]["tracks"]:
+            committed = dump["consumerOffsets"].get(f"{queue['topic']}@{track['consumerGroup']}", {})
+            offset = committed.get(str(queue["queueId"]), -1)
+            assert track["trackType"] == ("CONSUMED" if offset > message["queueOffset"]
+                                          else "NOT_CONSUME_YET")
+        code, out, _ = run(capsys, "queryMsgByUniqueKey", "-t", queue["topic"], "-i",
+                           message["uniqKey"], *store)
+        assert code == 0 and f"{'CommitLog Offset:':<20} {message['commitLogOffset']}" in out
 
 
 def test_query_by_key_matches_the_real_index_and_the_kebab_verb(capsys, fx):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import time
 
-from store.cli.common import UsageError, message_dict, open_store, parse_time_ms, print_json, print_kv
+from store.cli.common import UsageError, message_dict, open_store, parse_time_ms, print_json
 from store.cli.mqadmin_status import human_time
 
 PULL_BATCH = 32                 # mqadmin pulls 32 at a time
@@ -44,12 +44,36 @@ def cmd_query_by_offset(args) -> int:
     return run(args)
 
 
-def _print_record(record) -> None:
-    values = message_dict(record)
-    properties = values.pop("properties")
-    values["storeTimestamp"] = human_time(record.store_timestamp)
-    values["bornTimestamp"] = human_time(record.born_timestamp)
-    print_kv({**values, **{f"property {k}": v for k, v in properties.items()}})
+def print_message_block(record, tracks: list[dict]) -> None:
+    """`QueryMsgByUniqueKeySubCommand.queryById`'s block ("%-20s %s"); the body is printed as text
+    (base64 when binary) instead of being written to /tmp, and the consumer tracks come from the
+    committed offsets: CONSUMED when a group's offset is past the message, else NOT_CONSUME_YET."""
+    props = ", ".join(f"{k}={v}" for k, v in record.properties.items())
+    for label, value in (("Topic:", record.topic), ("Tags:", f"[{record.tags}]"),
+                         ("Keys:", f"[{record.keys}]"), ("Queue ID:", record.queue_id),
+                         ("Queue Offset:", record.queue_offset),
+                         ("CommitLog Offset:", record.commit_log_offset),
+                         ("Reconsume Times:", record.reconsume_times),
+                         ("Born Timestamp:", human_time(record.born_timestamp)),
+                         ("Store Timestamp:", human_time(record.store_timestamp)),
+                         ("Born Host:", record.born_host), ("Store Host:", record.store_host),
+                         ("System Flag:", record.sys_flag), ("Properties:", "{" + props + "}"),
+                         ("Message Body:", _body_text(record))):
+        text = str(value).replace("\r", "\\r").replace("\n", "\\n")
+        print(f"{label:<20} {text}")
+    print()
+    if not tracks:
+        print("WARN: No Consumer")
+    for track in tracks:
+        print(f"MessageTrack [consumerGroup={track['consumerGroup']}, trackType={track['trackType']}]")
+
+
+def _tracks(store, record) -> list[dict]:
+    rows = [r for r in store.inspect.consumer_progress()
+            if r["topic"] == record.topic and r["queue_id"] == record.queue_id]
+    return [{"consumerGroup": r["group"],
+             "trackType": "CONSUMED" if (r["consumer_offset"] or 0) > record.queue_offset
+             else "NOT_CONSUME_YET"} for r in rows]
 
 
 def cmd_query_by_unique_key(args) -> int:
@@ -57,15 +81,16 @@ def cmd_query_by_unique_key(args) -> int:
     with open_store(args, read_only=True) as store:
         result = store.query_message(args.topic, args.msg_id, 32, 0, 2**63 - 1)
         records = [m for m in result.messages if m.uniq_key == args.msg_id]
+        tracks = [_tracks(store, m) for m in records]
     if not records:
         raise UsageError(f"no message of topic {args.topic!r} has UNIQ_KEY {args.msg_id!r}")
     if args.json:
-        print_json([message_dict(m) for m in records])
+        print_json([{**message_dict(m), "tracks": t} for m, t in zip(records, tracks)])
         return 0
-    for number, record in enumerate(records):
+    for number, (record, track) in enumerate(zip(records, tracks)):
         if number:
             print()
-        _print_record(record)
+        print_message_block(record, track)
     return 0
 
 
