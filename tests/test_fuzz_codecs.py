@@ -32,7 +32,9 @@ from store.codec.properties import decode_properties
 from store.codec.uniq_key import decode_uniq_key
 from store.errors import StoreError
 
-EXAMPLES = int(os.environ.get("RMQ_FUZZ_EXAMPLES", "100"))
+# The loaded hypothesis profile's count (tests/conftest.py: 200 under CI, 60 otherwise), unless
+# RMQ_FUZZ_EXAMPLES says how many.
+EXAMPLES = int(os.environ.get("RMQ_FUZZ_EXAMPLES", settings().max_examples))
 
 
 def _valid_record() -> bytes:
