@@ -44,12 +44,16 @@ def parse_file_name(name: str) -> int | None:
 def create_sparse_file(path: str, size_bytes: int, *, sync_directory: bool = True) -> None:
     """Create `path` at its full size, atomically: a crash never leaves a short file behind.
 
+    The new length is fsynced before the rename (once per new file): a length set by ftruncate is
+    metadata no later fdatasync of an untouched file forces, so without it a power cut after the
+    directory fsync could leave the name with a 0-byte file (which no longer loads).
     `sync_directory=False` leaves the directory fsync to the caller (consume queues batch them).
     """
     tmp_path = path + ".creating"
     fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.ftruncate(fd, size_bytes)
+        os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp_path, path)
@@ -65,6 +69,25 @@ def fsync_directory(directory: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def make_directories_durable(directory: str | os.PathLike) -> None:
+    """`os.makedirs(directory, exist_ok=True)`, then fsync the parent of every directory it
+    created (top down), so that a new directory's entry survives a power cut like a new file's.
+    Nothing is fsynced when the directory exists (call it once per new file, not per write)."""
+    missing = []
+    path = os.path.abspath(os.fspath(directory))
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    if not missing:
+        return
+    os.makedirs(directory, exist_ok=True)
+    for created in reversed(missing):
+        fsync_directory(os.path.dirname(created))
 
 
 class MappedFile:

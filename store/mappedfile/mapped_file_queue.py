@@ -13,7 +13,9 @@ import threading
 from dataclasses import dataclass, field
 
 from store.errors import CorruptDataError, ReadOnlyStoreError
-from store.mappedfile.mapped_file import MappedFile, offset_to_file_name, parse_file_name
+from store.mappedfile.mapped_file import (
+    MappedFile, make_directories_durable, offset_to_file_name, parse_file_name,
+)
 
 
 @dataclass
@@ -183,7 +185,10 @@ class MappedFileQueue:
         if self.read_only:
             raise ReadOnlyStoreError(f"cannot create a segment in read-only {self.directory}")
         assert file_from_offset % self.file_size_bytes == 0
-        os.makedirs(self.directory, exist_ok=True)
+        if self.sync_directories:
+            make_directories_durable(self.directory)
+        else:   # the owner makes the new entries durable (consume queues batch it)
+            os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory, offset_to_file_name(file_from_offset))
         buffer = self.write_buffer_pool.borrow() if self.write_buffer_pool else None
         release = self.write_buffer_pool.give_back if buffer is not None else None
