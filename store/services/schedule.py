@@ -182,8 +182,10 @@ class ScheduleMessageService:
         cursor = self.cursors.get(level, 0)
         delivered = 0
         handled = 0
+        batch = 1      # a level that is not due costs one unit read; a due one reads on in batches
         while handled < MAX_UNITS_PER_PASS and not self._stop.is_set():
-            units = self.consume_queues.get_units(SCHEDULE_TOPIC, queue_id, cursor, UNITS_PER_READ)
+            units = self.consume_queues.get_units(SCHEDULE_TOPIC, queue_id, cursor, batch)
+            batch = UNITS_PER_READ
             if units is None or len(units) == 0:
                 cursor = self._reset_offset(queue_id, cursor)
                 break
