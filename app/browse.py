@@ -81,6 +81,21 @@ def _read(store, topic: str, queue_id: int, offset: int, count: int):
     return result.messages, max(result.next_begin_offset, offset)
 
 
+def _read_range(store, topic: str, queue_id: int, begin: int, end: int) -> list:
+    """Every message with begin <= queue offset < end (a pull may return fewer than asked: its
+    byte and count limits; it is repeated from where it stopped)."""
+    records, offset = [], begin
+    for _ in range(end - begin):
+        if offset >= end:
+            break
+        got, next_offset = _read(store, topic, queue_id, offset, end - offset)
+        records += [r for r in got if r.queue_offset < end]
+        if next_offset <= offset:
+            break
+        offset = next_offset
+    return records
+
+
 def page_forward(store, topic: str, queue_id: int, start_offset: int, page_size: int, *,
                  needle: str = "", case_sensitive: bool = False, begin_ms: int | None = None,
                  end_ms: int | None = None) -> BrowsePage:
@@ -135,9 +150,8 @@ def page_backward(store, topic: str, queue_id: int, end_offset: int, page_size: 
             capped = True
             break
         begin = max(low, cursor - CHUNK)
-        records, _next = _read(store, topic, queue_id, begin, cursor - begin)
-        chunk = [r for r in records if r.queue_offset < cursor and
-                 _keep(r, needle, case_sensitive, begin_ms, end_ms)]
+        chunk = [r for r in _read_range(store, topic, queue_id, begin, cursor)
+                 if _keep(r, needle, case_sensitive, begin_ms, end_ms)]
         kept = chunk + kept
         scanned += cursor - begin
         cursor = begin
