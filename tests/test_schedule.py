@@ -298,6 +298,14 @@ def test_a_record_whose_destination_cannot_be_used_is_refused(properties):
         build_delivery(_schedule_record(properties))
 
 
+def test_a_record_put_straight_into_the_schedule_topic_without_delay_is_delivered():
+    """No DELAY (a producer wrote SCHEDULE_TOPIC_XXXX itself, with REAL_TOPIC/REAL_QID): the unit's
+    tagsCode is a tag hash, due at once, and the rewrite has no DELAY to clear (was a KeyError)."""
+    encoded, draft = build_delivery(_schedule_record({"REAL_TOPIC": "T", "REAL_QID": "0"}))
+    assert msgcodec.decode_message(encoded).topic == "T" and draft.properties == \
+        {"REAL_TOPIC": "T", "REAL_QID": "0"}
+
+
 def test_the_delivered_record_keeps_the_properties_string_of_the_decoded_map():
     record = _schedule_record({"DELAY": "3", "REAL_TOPIC": "T", "REAL_QID": "1", "TAGS": "a",
                                "KEYS": "k", "UNIQ_KEY": "U"})

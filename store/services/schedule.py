@@ -108,7 +108,7 @@ def build_delivery(record) -> tuple[bytearray, RecordDraft] | None:
     except ValueError as error:
         raise DeliveryRefused(f"the record at {record.commit_log_offset} does not re-encode: "
                               f"{error}") from None
-    del properties["DELAY"]   # clearProperty(DELAY): the map the dispatchers see has no DELAY
+    properties.pop("DELAY", None)   # clearProperty(DELAY): the dispatchers' map has no DELAY
     sys_flag = int.from_bytes(encoded[msgcodec.SYSFLAG_POSITION:msgcodec.SYSFLAG_POSITION + 4],
                               "big", signed=True)
     draft = RecordDraft(topic, queue_id, sys_flag, compute_tags_code(properties.get("TAGS")),
