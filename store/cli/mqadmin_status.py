@@ -133,17 +133,18 @@ def _status_lines(values: dict) -> dict[str, str]:
     for key, value in values.items():
         if key in ("reasons",):
             continue
+        label = key
         if key in _TIME_KEYS:
-            text = human_time(value) or "-"
+            text, label = human_time(value) or "-", key.removesuffix("_ms")
         elif key.endswith("_ratio") and isinstance(value, float):
             text = _pct(value)
         elif key.endswith("_age_ms") and value is not None:
-            text = f"{value / 3_600_000:.1f} h"
+            text, label = f"{value / 3_600_000:.1f} h", key.removesuffix("_ms")
         elif isinstance(value, list):
             text = ", ".join(value) if value else "(none)"
         else:
             text = "-" if value is None else str(value)
-        lines[_camel(key)] = text
+        lines[_camel(label)] = text
     return lines
 
 
