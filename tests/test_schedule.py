@@ -16,7 +16,8 @@ from store.codec.javahash import tags_code
 from store.codec.properties import decode_properties, encode_properties
 from store.services.schedule import DeliveryRefused, build_delivery
 from tests.engine_util import FakeClock, small_config
-from tests.fixtures_util import tree_fingerprint
+from tests.fixtures_util import copy_store, fixture_dirs, fixture_id, tree_fingerprint
+from tests.fixtures_util import store_config as fixture_store_config
 
 DEFAULT_LEVELS_MS = [1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000,
                      420000, 480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000]
@@ -334,3 +335,36 @@ def test_the_running_service_delivers_on_its_own(tmp_path):
         store.close()
     assert (tmp_path / "config" / "delayOffset.json").read_bytes() == \
         b'{\n\t"offsetTable":{1:1\n\t}\n}'
+
+
+def test_a_slave_never_delivers(tmp_path):
+    clock = FakeClock()
+    with open_store(tmp_path, clock) as store:
+        store.put_message(delayed(level=1))
+    store = MessageStore.open(small_config(tmp_path, store_format="4.9", broker_role="SLAVE"),
+                              clock_ms=clock)
+    try:
+        clock.advance(5000)
+        assert store.inspect.schedule_state()["delivering"] is False
+        assert store.deliver_delayed() == 0
+        assert "slave" in store.inspect.delay_levels()[0].last_error
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("fixture", [d for d in fixture_dirs() if "4.9.7" in d],
+                         ids=lambda d: fixture_id(d))
+def test_real_4_9_7_stores_deliver_and_keep_their_offset_file_format(tmp_path, fixture):
+    root = copy_store(fixture, str(tmp_path))
+    clock = FakeClock(start_ms=time.time_ns() // 1_000_000)
+    config = fixture_store_config(fixture, root, store_format="4.9")
+    with MessageStore.open(config, clock_ms=clock, start_services=False) as store:
+        assert [v.pending for v in store.inspect.delay_levels()] == [0] * 18
+        put = store.put_message(delayed(topic="TopicA", level=2, body=b"late"))
+        before = store.get_max_offset_in_queue("TopicA", 0)
+        clock.advance(5000)
+        assert deliver(store) == 1
+        got = store.get_message("g", "TopicA", 0, before, 1).messages
+        assert [m.body for m in got] == [b"late"] and put.ok
+    path = os.path.join(root, "config", "delayOffset.json")
+    assert open(path, "rb").read() == b'{\n\t"offsetTable":{2:1\n\t}\n}'
