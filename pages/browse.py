@@ -66,13 +66,28 @@ view = st.session_state.get("br_view")
 if page is not None and (page.topic, page.queue_id) == (topic, int(queue_id)):
     args = dict(begin_ms=view["begin_ms"], end_ms=view["end_ms"], needle=view["needle"],
                 case_sensitive=view["case_sensitive"])
+
+    def _turn(step) -> None:
+        # A callback: the page changes before the buttons are drawn, so their disabled state
+        # belongs to the page shown.
+        current = st.session_state.br_page
+        try:
+            if step < 0:
+                new = browse.page_backward(store, current.topic, current.queue_id,
+                                           current.start_offset, view["size"], **args)
+            else:
+                new = browse.page_forward(store, current.topic, current.queue_id,
+                                          current.end_offset, view["size"], **args)
+        except (InputError, *EXPECTED_ERRORS) as error:
+            st.session_state.br_error = error
+        else:
+            st.session_state.br_page = new
+
     c1, c2, c3 = st.columns([1, 1, 4])
-    if c1.button("◀ Previous", key="br_prev", disabled=page.at_start):
-        page = browse.page_backward(store, topic, page.queue_id, page.start_offset, view["size"], **args)
-        st.session_state.br_page = page
-    if c2.button("Next ▶", key="br_next", disabled=page.at_end):
-        page = browse.page_forward(store, topic, page.queue_id, page.end_offset, view["size"], **args)
-        st.session_state.br_page = page
+    c1.button("◀ Previous", key="br_prev", disabled=page.at_start, on_click=_turn, args=(-1,))
+    c2.button("Next ▶", key="br_next", disabled=page.at_end, on_click=_turn, args=(1,))
+    if "br_error" in st.session_state:
+        user_error(st.session_state.pop("br_error"))
     window = ""
     if view["begin_ms"] is not None:
         window = f"; stored {human_ms(view['begin_ms'])} … {human_ms(view['end_ms'])}"

@@ -22,8 +22,8 @@ from tests.fixtures_util import (REPO_ROOT, copy_store, fixture_dirs, fixture_id
 MAIN = os.path.join(REPO_ROOT, "app", "main.py")
 SAMPLE = os.path.join(REPO_ROOT, "sample_store")
 PAGES = ["overview", "commitlog", "consumequeue", "index_files", "produce", "pull", "query",
-         "recovery_lab", "health", "tour", "pipeline"]
-TITLES = {"index_files": "Index", "recovery_lab": "Recovery lab"}
+         "browse", "topics", "consumer_groups", "recovery_lab", "health", "tour", "pipeline"]
+TITLES = {"index_files": "Index", "recovery_lab": "Recovery lab", "consumer_groups": "Consumer groups"}
 
 
 @pytest.fixture(scope="module", autouse=True)
