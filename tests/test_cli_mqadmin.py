@@ -177,7 +177,9 @@ def test_print_msg_by_queue_and_print_msg(capsys, fx):
                                          if q["topic"] == queue["topic"]) and not whole["truncated"]
 
 
-def test_clean_explain_changes_nothing_and_names_the_reasons(capsys, fx):
+def test_clean_explain_changes_nothing_and_names_the_reasons(capsys, fx, monkeypatch):
+    import store.services.cleanup as cleanup
+    monkeypatch.setattr(cleanup, "disk_usage_ratio", lambda _path: 0.5)
     store, _dump, root = fx
     before = tree_fingerprint(root)
     explain = run_json(capsys, "clean", "--explain", *store)
@@ -187,6 +189,9 @@ def test_clean_explain_changes_nothing_and_names_the_reasons(capsys, fx):
     assert explain["disk_space_warning_level_ratio"] == 0.90
     assert explain["disk_space_clean_forcibly_ratio"] == 0.85
     assert explain["disk_max_used_space_ratio"] == 0.75
+    assert not explain["oldest_file_expired"] and "not expired yet" in out    # a fresh copy
+    assert explain["would_delete_files"] == explain["manual_would_delete_files"] == []
+    assert "below diskMaxUsedSpaceRatio" in out
 
 
 @pytest.mark.parametrize("ratio, words", [(0.80, "above diskMaxUsedSpaceRatio"),

@@ -15,7 +15,7 @@ import base64
 import time
 
 from store.cli.common import UsageError, message_dict, open_store, parse_time_ms, print_json
-from store.cli.mqadmin_status import human_time
+from store.cli.mqadmin_status import broker_name, human_time
 
 PULL_BATCH = 32                 # mqadmin pulls 32 at a time
 PRINT_MAX_DEFAULT = 1000        # messages printMsg / printMsgByQueue print at most
@@ -168,7 +168,7 @@ def cmd_print_msg(args) -> int:
             low, high = _window(store, args.topic, queue_id, args.begin, args.end)
             if not args.json:
                 print(f"minOffset={low}, maxOffset={high}, MessageQueue [topic={args.topic}, "
-                      f"queueId={queue_id}]")
+                      f"brokerName={broker_name(store.config)}, queueId={queue_id}]")
             found, cut = _read_queue(store, args.topic, queue_id, low, high, args.sub_expression,
                                      args.max - len(out))
             out.extend(found)
