@@ -19,6 +19,7 @@ from store.errors import InvalidTopicError
 DEMO_PROPERTY = "scheduledDemoSeq"      # marks a message produced on this page, to find it again
 MAX_FIND_MESSAGES = 512                 # how far past the queue's old end we look for it
 MAX_BODY_BYTES = 4096
+PENDING_ROWS = 50                       # pending messages listed for one level
 
 
 def format_delay(delay_ms: int) -> str:
@@ -74,6 +75,13 @@ def level_rows(views, now_ms: int, zone: dt.tzinfo = dt.timezone.utc) -> list[di
             "next_due_ms": view.next_due_ms,
         })
     return rows
+
+
+def pending_rows(units, now_ms: int, zone: dt.tzinfo = dt.timezone.utc) -> list[dict]:
+    """One row per pending unit of a level (`ScheduledUnit`s), oldest first."""
+    return [{"queue offset": u.queue_offset, "commit log offset": u.phy_offset, "bytes": u.size,
+             "due": format_time(u.deliver_ms, zone), "countdown": format_countdown(u.deliver_ms, now_ms)}
+            for u in units]
 
 
 def levels_figure(views) -> go.Figure:

@@ -7,8 +7,9 @@ import datetime as dt
 import streamlit as st
 
 from app.paths import InputError
-from app.scheduled_data import (build_delayed_message, find_delivered, format_countdown, format_time,
-                                level_choices, level_rows, levels_figure, timer_views_available)
+from app.scheduled_data import (PENDING_ROWS, build_delayed_message, find_delivered, format_countdown,
+                                format_time, level_choices, level_rows, levels_figure, pending_rows,
+                                timer_views_available)
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import frame, say
 
@@ -58,6 +59,17 @@ def levels_panel() -> None:
     st.plotly_chart(levels_figure(views), key="sc_levels_figure")
     rows = level_rows(views, now_ms, zone)
     frame([{k: v for k, v in row.items() if not k.endswith(("_ms", "_offset"))} for row in rows])
+    waiting = [v for v in views if v.pending]
+    if waiting:
+        labels = level_choices(waiting)
+        chosen = st.selectbox("Pending messages of level", labels, key="sc_pending_level")
+        level = waiting[labels.index(chosen) if chosen in labels else 0].level
+        try:
+            units = store.inspect.scheduled_messages_of_level(level, PENDING_ROWS)
+        except EXPECTED_ERRORS as error:
+            user_error(error)
+        else:
+            frame(pending_rows(units, now_ms, zone))
     watched = st.session_state.get("sc_watch")
     if watched:
         watch_panel(watched, now_ms)

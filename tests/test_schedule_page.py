@@ -12,8 +12,8 @@ import pytest
 
 from app.paths import InputError
 from app.scheduled_data import (build_delayed_message, format_countdown, format_delay, format_time,
-                                level_rows, levels_figure)
-from store.inspect.scheduled import DelayLevelView
+                                level_rows, levels_figure, pending_rows)
+from store.inspect.scheduled import DelayLevelView, ScheduledUnit
 from tests.fixtures_util import REPO_ROOT, copy_store, fixture_dirs, tree_fingerprint
 
 pytest.importorskip("streamlit")
@@ -57,6 +57,15 @@ def test_a_delayed_message_waits_then_appears_in_its_topic():
     levels = at.dataframe[0].value
     assert list(levels["level"]) == list(range(1, 19)) and list(levels["delay"])[:3] == \
         ["1s", "5s", "10s"]
+    send(at, "18 (2h)", body="waits two hours")
+    deadline = time.monotonic() + 30         # until the reput thread has filed it
+    while time.monotonic() < deadline:
+        at.run()
+        if any(getattr(s, "key", None) == "sc_pending_level" for s in at.selectbox):
+            break
+        time.sleep(0.1)
+    assert at.selectbox(key="sc_pending_level").value == "18 (2h)"
+    assert list(at.dataframe[1].value["queue offset"]) == [0]
     send(at, "1 (1s)", body="<b>not html</b>")
     assert any("SCHEDULE_TOPIC_XXXX queue 0" in s.value for s in at.success), \
         [s.value for s in at.success]
@@ -124,6 +133,9 @@ def test_rows_and_figure_keep_raw_values():
     assert rows[0]["delivered / max"] == "3 / 5" and rows[0]["countdown"] == "in 1.0 s"
     assert rows[0]["next_due_ms"] == 1_700_000_001_000 and rows[1]["held because"] == \
         "puts are refused"
+    assert pending_rows([ScheduledUnit(3, 4096, 200, 1_700_000_002_000)], 1_700_000_000_000) == [
+        {"queue offset": 3, "commit log offset": 4096, "bytes": 200,
+         "due": "2023-11-14 22:13:22.000 UTC", "countdown": "in 2.0 s"}]
     figure = levels_figure(views)
     assert [list(trace.y) for trace in figure.data] == [[3, 0], [2, 0]]
 
