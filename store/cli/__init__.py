@@ -64,6 +64,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_admin_commands(subparsers, common)
     from store.cli.mqadmin import add_mqadmin_commands
     add_mqadmin_commands(subparsers, common)
+    importlib.import_module("store.cli.scheduled").add_scheduled_commands(subparsers, common)
     _add_spark(subparsers, argv or [])
     return parser
 

@@ -35,6 +35,7 @@ from store import kernel
 from store.errors import StoreError
 from store.inspect.admin_views import AdminViewsMixin
 from store.inspect.scheduled import ScheduledViewsMixin
+from store.inspect.timer import TimerInspectMixin
 from store.mappedfile.mapped_file import parse_file_name
 
 SCAN_ROWS = 8192                          # rows per compiled scan call
@@ -83,7 +84,7 @@ def native(array: np.ndarray | None) -> np.ndarray | None:
     return array.astype(array.dtype.newbyteorder("="))
 
 
-class StoreInspector(AdminViewsMixin, ScheduledViewsMixin):
+class StoreInspector(AdminViewsMixin, ScheduledViewsMixin, TimerInspectMixin):
     """Read-only views of the parts of an opened store; see the module docstring."""
 
     def __init__(self, *, config, commit_log, consume_queues, index_service, recovery_report, reput):
