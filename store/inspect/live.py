@@ -21,6 +21,7 @@ the parts it is handed (no back-reference to the store) and returns plain values
 | `index_headers()` / `index_entries()`   | index headers as stored; one file's entries (numpy)      |
 | `index_slots(name)` / `index_chain()`   | one file's slot table; a key's chain hop by hop          |
 | `recovery` / `dispatch_state()`         | what recovery did; the reput pointer and its backlog     |
+| `restart_plan()`                        | what a broker restart would do after a crash (abort)     |
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from store import kernel
 from store.errors import StoreError
 from store.inspect.admin_views import AdminViewsMixin
 from store.inspect.scheduled import ScheduledViewsMixin
+from store.inspect.restart_plan import RestartPlanMixin
 from store.inspect.timer import TimerInspectMixin
 from store.mappedfile.mapped_file import parse_file_name
 
@@ -84,7 +86,7 @@ def native(array: np.ndarray | None) -> np.ndarray | None:
     return array.astype(array.dtype.newbyteorder("="))
 
 
-class StoreInspector(AdminViewsMixin, ScheduledViewsMixin, TimerInspectMixin):
+class StoreInspector(AdminViewsMixin, ScheduledViewsMixin, TimerInspectMixin, RestartPlanMixin):
     """Read-only views of the parts of an opened store; see the module docstring."""
 
     def __init__(self, *, config, commit_log, consume_queues, index_service, recovery_report, reput):
