@@ -191,6 +191,9 @@ class IndexReader(DataSourceReader):
 
 
 def register_data_sources(spark) -> None:
-    """Register `rocketmq-commitlog` (batch and streaming), `rocketmq-consumequeue`, `rocketmq-index`."""
-    for source in (CommitLogDataSource, ConsumeQueueDataSource, IndexDataSource):
+    """Register `rocketmq-commitlog` (batch and streaming), `rocketmq-consumequeue`, `rocketmq-index`,
+    `rocketmq-timerlog`."""
+    from store.pipeline.source_timerlog import TimerLogDataSource     # the 5.x timer log
+
+    for source in (CommitLogDataSource, ConsumeQueueDataSource, IndexDataSource, TimerLogDataSource):
         spark.dataSource.register(source)

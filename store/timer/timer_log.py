@@ -81,8 +81,10 @@ def open_timer_log(root: str, file_size_bytes: int) -> MappedFileQueue:
     return queue
 
 
-def scan_units(queue: MappedFileQueue, *, max_units: int = MAX_UNITS_PER_SCAN) -> TimerLogScan:
-    """Walk every file from its start (see the module docstring); writes nothing."""
+def scan_units(queue: MappedFileQueue, *, max_units: int = MAX_UNITS_PER_SCAN,
+               keep_units: bool = True) -> TimerLogScan:
+    """Walk every file from its start (see the module docstring); writes nothing. With
+    `keep_units=False` only the per-file counts and the end are kept (a planner's cheap pass)."""
     result = TimerLogScan(queue.file_size_bytes, ignored_names=list(queue.problems.ignored_names),
                           gaps=list(queue.problems.gaps), file_count=len(queue.files))
     chunks, positions = [], []
@@ -97,9 +99,10 @@ def scan_units(queue: MappedFileQueue, *, max_units: int = MAX_UNITS_PER_SCAN) -
         if total + count > max_units:
             count = max_units - total
             result.capped = True
-        # Copy: the map is closed when the caller closes the queue.
-        chunks.append(np.array(rows[:count]))
-        positions.append(mapped.file_from_offset + np.arange(count, dtype=np.int64) * UNIT_SIZE)
+        if keep_units:
+            # Copy: the map is closed when the caller closes the queue.
+            chunks.append(np.array(rows[:count]))
+            positions.append(mapped.file_from_offset + np.arange(count, dtype=np.int64) * UNIT_SIZE)
         total += count
         end_position = count * UNIT_SIZE
         result.end_offset = mapped.file_from_offset + end_position
