@@ -20,6 +20,24 @@ Value (28 bytes): phy_offset (long, 0), size (int, 8), tags_code (long, 12), sto
 checkpoint is the `max` key of topic `CHECKPOINT_TOPIC`, queue 0, with an 8-byte value: the largest
 `phy_offset + size` dispatched so far. Bytewise order: all keys of one queue share the 11+n byte
 prefix and sort by queue offset.
+
+Checked against RocketMQ 5.3.3's own classes (tag rocketmq-all-5.3.3), field by field:
+- `RocksDBConsumeQueueTable`: the unit key (`CQ_KEY_LENGTH_WITHOUT_TOPIC_BYTES` = 4+1+1+4+1+8, CTRL_1
+  separators) and the 28-byte value (`PHY_OFFSET_OFFSET` 0, `PHY_MSG_LEN_OFFSET` 8,
+  `MSG_TAG_HASHCODE_OFFSET` 12, `MSG_STORE_TIME_SIZE_OFFSET` 20) are the ones above; its delete-range
+  keys end the queue prefix with CTRL_0 / CTRL_2 (our `CTRL_0`, `CTRL_2`).
+- `RocksDBConsumeQueueOffsetTable`: the offset key (`OFFSET_KEY_LENGTH_WITHOUT_TOPIC_BYTES` =
+  4+1+1+3+1+4, "max"/"min" as 3 UTF-8 bytes), the 16-byte value (commit-log offset, then queue offset),
+  and the dispatch checkpoint under `TopicValidator.RMQ_SYS_ROCKSDB_OFFSET_TOPIC` = "CHECKPOINT_TOPIC",
+  `max`, queue 0, an 8-byte `maxPhyOffset` (`appendMaxPhyOffset`; absent reads as 0).
+- `ConsumeQueueRocksDBStorage`: column families `default` (units) and `offset` ("offset" bytes), the
+  database directory `StorePathConfigHelper.getStorePathConsumeQueue` = `<root>/consumequeue`.
+Differences that do not change a byte of the data (see `store.consumequeue.rocksdb.db`): RocketMQ writes
+with the WAL disabled and no sync (`AbstractRocksDBStorage.initWriteOptions`), relying on the checkpoint
+and a re-dispatch from the commit log; its column families use universal compaction, bloom filters, a
+`StringAppendOperator` merge operator and a compaction filter that drops units below the commit log's
+min offset (`RocksDBOptionsFactory`, `ConsumeQueueCompactionFilterFactory`). Not verified against a
+database RocketMQ itself wrote: none exists among the fixtures, and RocketMQ cannot be built here.
 """
 
 from __future__ import annotations
