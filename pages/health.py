@@ -3,10 +3,10 @@ left with an abort file by someone else, what a broker restart would do."""
 
 import streamlit as st
 
-from app import figures
+from app import figures, restart_view
 from app.health_data import findings_frame, pointer_notes
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
-from app.ui.widgets import frame
+from app.ui.widgets import frame, plain
 
 st.title("Health")
 handle = current_handle()
@@ -34,3 +34,23 @@ if findings is not None:
         frame(findings)
 for note in pointer_notes(store, getattr(store.checkpoint, "confirm_phy_offset", None)):
     st.caption(note)
+
+if handle.read_only:
+    try:
+        with handle.lock:
+            plan = store.inspect.restart_plan()
+    except EXPECTED_ERRORS as error:
+        user_error(error)
+        plan = None
+    if plan is not None and plan.abort_present:
+        st.header("Crash diagnosis: what a broker restart would do")
+        st.caption("The abort file is present and this dashboard does not host the store: the last "
+                   "broker that owned it did not shut down cleanly. Computed read-only, following "
+                   "RocketMQ 4.9.7 (DefaultMessageStore.load/recover, CommitLog.recoverAbnormally, "
+                   "IndexService.load).")
+        for line in restart_view.summary(plan):
+            st.markdown("- " + plain(line))
+        if plan.changed_queues:
+            frame(restart_view.queues_frame(plan))
+        if plan.index_files_dropped:
+            frame(restart_view.index_frame(plan))

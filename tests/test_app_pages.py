@@ -485,3 +485,19 @@ def test_no_page_renders_store_or_user_text_as_markdown(tmp_path):
         assert at.warning or at.error or at.info or at.text, page
         leaks += [(page, *leak) for leak in markup_leaks(at)]
     assert not leaks, leaks
+
+
+def test_health_explains_what_a_restart_would_do_to_a_crashed_store(tmp_path):
+    crash = _fixture("rocketmq-5.3.3/crash")
+    root = copy_store(crash, tmp_path / "crash")
+    at = start_app()
+    open_store(at, root, "read-only", os.path.join(crash, "store.properties"))
+    visit(at, "health")
+    assert "Crash diagnosis: what a broker restart would do" in [h.value for h in at.header]
+    text = " ".join(m.value.replace("\\", "") for m in at.markdown)
+    end = load_dump(crash)["commitLog"]["maxPhyOffset"]
+    assert f"stops at {end:,}" in text and "The segment files end at 131,072" in text
+    assert "00000000000000131072 (preallocated, all zero)" in text
+    assert "Index: 1 file(s) newer than the checkpoint" in text
+    from app.ui.state import get_registry
+    get_registry().close(f"read-only:{os.path.realpath(root)}")

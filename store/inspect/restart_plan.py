@@ -177,11 +177,13 @@ def _segment_size_problems(files, segment_size_bytes: int) -> list[str]:
 
 def _start_reason(start_index: int, file_count: int, min_timestamp_ms: int, safe: bool) -> str:
     which = "getMinTimestampIndex()" if safe else "getMinTimestamp()"
+    if min_timestamp_ms <= 0:
+        return (f"because the checkpoint's {which} is 0 (a checkpoint time was never flushed), so "
+                f"no segment qualifies and recovery starts at the first segment")
     if start_index == 0 and file_count > 1:
-        return (f"no newer segment's first record is stored at or before the checkpoint's {which} "
-                f"({min_timestamp_ms} ms), or only the first is: recovery starts at the first segment")
-    return (f"the newest segment whose first record is stored at or before the checkpoint's {which} "
-            f"({min_timestamp_ms} ms)")
+        return (f"because no newer segment's first record is stored at or before the checkpoint's "
+                f"{which}, so recovery starts at the first segment")
+    return (f"the newest segment whose first record is stored at or before the checkpoint's {which}")
 
 
 def _file_row(mapped) -> dict:
