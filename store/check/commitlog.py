@@ -192,16 +192,21 @@ def check_segment_files(view: CommitLogView, sink: Sink) -> None:
     for path in view.leftover_names:
         sink.add("info", "files", path, None, "leftover of an interrupted segment creation")
     size = view.segment_size_bytes
+    sizes = {segment.size_bytes for segment in view.segments}
+    # Every segment short by the same whole pages: a wrong mappedFileSizeCommitLog, not truncation.
+    wrong_config = len(sizes) == 1 and next(iter(sizes)) < size and next(iter(sizes)) % 4096 == 0
     for segment in view.segments:
         if segment.file_from_offset % size:
             sink.add("error", "commitlog", segment.path, None,
                      f"start offset {segment.file_from_offset} is not a multiple of the "
                      f"segment size {size}")
         if segment.size_bytes != size:
-            short = segment.size_bytes < size
+            short = segment.size_bytes < size and not wrong_config
             sink.add("error", "commitlog", segment.path, segment.size_bytes,
                      f"segment is {segment.size_bytes} bytes, expected {size} "
                      f"(mappedFileSizeCommitLog): the store refuses to load it"
+                     + ("; every segment has this size: is the config the store's own?"
+                        if wrong_config else "")
                      + (f"; rmqstore recover --pad-truncated pads it to {size} bytes (a record "
                         f"cut by the truncation is lost, every complete one is kept)" if short
                         else ""),
@@ -247,12 +252,14 @@ def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogSc
                   max_records, unclean: bool) -> int:
     """Walk one segment; return the phy_offset where its valid data ends."""
     buffer, size, base = segment.buffer, segment.size_bytes, segment.file_from_offset
+    # In a truncated segment, what the cut tore is repaired by padding it back to size.
+    advice = _PAD_ADVICE if size < view.segment_size_bytes else {}
     position = 0
     while position < size:           # every iteration moves forward or leaves the loop
         if position + 8 > size:
             sink.add("error", "commitlog", segment.path, position,
                      f"{size - position} bytes left at the end of the file: no room for the "
-                     f"BLANK record every finished segment ends with")
+                     f"BLANK record every finished segment ends with", **advice)
             return base + position
         result = record_check.check_message(buffer, position, check_crc=False, limit=size,
                                             delay_levels_ms=view.delay_levels_ms)
@@ -276,12 +283,12 @@ def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogSc
             if blank_size != size - position:
                 sink.add("error", "commitlog", segment.path, position,
                          f"BLANK record says {blank_size} bytes but {size - position} bytes "
-                         f"remain in the file")
+                         f"remain in the file", **advice)
             return base + position if is_last else base + size
-        return _invalid(segment, position, result, is_last, sink, unclean)
+        return _invalid(segment, position, result, is_last, sink, unclean, advice)
     if not is_last:
         sink.add("error", "commitlog", segment.path, size,
-                 "records fill the file to its last byte: no BLANK record ends it")
+                 "records fill the file to its last byte: no BLANK record ends it", **advice)
     return base + position
 
 
@@ -297,14 +304,17 @@ def _check_record(segment: Segment, position: int, result, sink: Sink) -> None:
                  f"(recovery with checkCRCOnRecover stops here)")
 
 
+_PAD_ADVICE = {"repair": "rmqstore recover --pad-truncated --store {store}"}
+
+
 def _invalid(segment: Segment, position: int, result, is_last: bool, sink: Sink,
-             unclean: bool) -> int:
+             unclean: bool, advice: dict) -> int:
     buffer, size, base = segment.buffer, segment.size_bytes, segment.file_from_offset
     if is_all_zero(buffer, position, size, segment.path):
         if not is_last:
             sink.add("error", "commitlog", segment.path, position,
                      f"data ends at {base + position} without a BLANK record, but later "
-                     f"segments hold data: recovery stops here and drops them")
+                     f"segments hold data: recovery stops here and drops them", **advice)
         return base + position
     total_size, magic = struct.unpack_from(">ii", buffer, position)
     if result.size > 0:
@@ -317,11 +327,11 @@ def _invalid(segment: Segment, position: int, result, is_last: bool, sink: Sink,
         severity = "warning" if unclean else "error"
         sink.add(severity, "commitlog", segment.path, position,
                  f"non-zero bytes after the end of the log at {base + position}: {what}; "
-                 f"recovery cuts the log here")
+                 f"recovery cuts the log here", **advice)
     else:
         sink.add("error", "commitlog", segment.path, position,
                  f"invalid record at {base + position}: {what}; the rest of this segment "
-                 f"cannot be read")
+                 f"cannot be read", **advice)
     return base + position
 
 

@@ -247,14 +247,23 @@ def check_api_queues(consume_queues, view: CommitLogView, scan: LogScan, sink: S
     return ends
 
 
-def check_dispatch_coverage(scan: LogScan, ends: dict, sink: Sink) -> None:
-    """Records in the log that their consume queue does not reach yet (dispatch behind)."""
+def check_dispatch_coverage(scan: LogScan, ends: dict, sink: Sink, *, unclean: bool = False,
+                            queue_dir: str | None = None) -> None:
+    """Records in the log that their consume queue does not reach yet (dispatch behind).
+
+    A queue with no consume queue at all after a clean shutdown is an error: RocketMQ's reput
+    starts after the end of the queues that exist (DefaultMessageStore.start), so its records never
+    get units back. After a crash, abnormal recovery re-dispatches from the checkpoint: a warning."""
     for (topic, queue_id), log_end in sorted(scan.queue_ends.items()):
         cq_end = ends.get((topic, queue_id))
         if cq_end is None:
-            sink.add("warning", "consumequeue", None, None,
-                     f"{topic}/{queue_id} has records in the commit log but no consume queue "
-                     f"(a writable open dispatches them)")
+            path = os.path.join(queue_dir, topic, str(queue_id)) if queue_dir else None
+            sink.add("warning" if unclean else "error", "consumequeue", path, None,
+                     f"{topic}/{queue_id} has records in the commit log (queue offsets up to "
+                     f"{log_end - 1}) but no consume queue: consumers see none of them",
+                     on_restart="after a crash, recovery re-dispatches from the checkpoint; after "
+                                "a clean shutdown the reput service starts after the other queues' "
+                                "ends and these records never get units")
         elif cq_end < log_end:
             sink.add("warning", "consumequeue", None, None,
                      f"{topic}/{queue_id}: the commit log holds queue offsets up to {log_end - 1} but "

@@ -51,7 +51,7 @@ def has_errors(findings: list[Finding]) -> bool:
 
 def check_store(store, *, max_findings: int = 1000, max_records: int | None = None) -> list[Finding]:
     """Cross-check an opened store; see the module docstring. Writes nothing."""
-    sink = Sink(max_findings)
+    sink = Sink(max_findings, store.config.store_path_root_dir)
     check_all(store.config, store.style, store, sink, max_records)
     return sink.result()
 
@@ -69,6 +69,8 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None) ->
     """Check the directory `config` names into `sink`; `store` is the opened store, or None when the
     engine could not open it (then what needs the engine, RocksDB queues and recovery, is skipped)."""
     root = config.store_path_root_dir
+    if sink.store_root is None:
+        sink.store_root = root
     unclean = os.path.exists(os.path.join(root, "abort"))
     _guarded(sink, "files", _check_files, root, unclean, sink)
     delay_levels = _delay_levels(config)
@@ -94,9 +96,13 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None) ->
             sink.add("info", "consumequeue", None, None,
                      "RocksDB consume queues are only checked on a store the engine can open")
         if ends is not None and not sink.full:
-            check_dispatch_coverage(scan, ends, sink)
-        _guarded(sink, "index", check_index_dir, config.index_dir, config.max_hash_slot_num,
-                 config.max_index_num, view, scan, sink, unclean=unclean, max_entries=max_records)
+            check_dispatch_coverage(scan, ends, sink, unclean=unclean,
+                                    queue_dir=os.path.join(root, "consumequeue")
+                                    if config.store_type == "default" else None)
+        if config.message_index_enable:
+            _guarded(sink, "index", check_index_dir, config.index_dir, config.max_hash_slot_num,
+                     config.max_index_num, view, scan, sink, unclean=unclean,
+                     max_entries=max_records)
         _guarded(sink, "checkpoint", _check_checkpoint, config.checkpoint_path, style, scan, sink)
         _guarded(sink, "config", _check_config_files, config, sink)
         _guarded(sink, "timer", check_timer, config, style, store, view, scan, sink,
@@ -174,9 +180,17 @@ def _check_checkpoint(path: str, style: str, scan: LogScan, sink: Sink) -> None:
 
 
 def _check_config_files(config, sink: Sink) -> None:
+    import difflib
+
+    from store.config_table import PROPERTIES
+    known = [rocketmq for rocketmq, _ in PROPERTIES.values()]
     for key in config.unknown_keys():
-        sink.add("info", "config", None, None,
-                 f"config key {key!r} is not a store setting this engine knows (kept, unused)")
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        sink.add("warning" if close else "info", "config", None, None,
+                 f"config key {key!r} is not a store setting this engine knows (kept, unused)"
+                 + (f"; did you mean {close[0]!r}?" if close else ""),
+                 on_restart="the broker ignores unknown keys (MixAll.properties2Object): the "
+                            "setting keeps its default", repair=None)
     directory = config.config_dir
     if not os.path.isdir(directory):
         return

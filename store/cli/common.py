@@ -64,8 +64,11 @@ def resolve_config(args, *, must_exist: bool = True):
 def refuse_short_segments(config) -> None:
     """The engine (like MappedFileQueue.load) refuses a segment of the wrong length; say which one
     and the way forward before it does."""
-    from store.tools.repair import short_segments
+    from store.tools.check_directory import config_mismatch, short_segments
     short = short_segments(config)
+    mismatch = config_mismatch(config, short) if short else None
+    if mismatch:
+        raise StoreError(f"{config.store_path_root_dir}: {mismatch}")
     if short:
         path, size = short[0]
         more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
@@ -251,7 +254,7 @@ def print_table(rows: list[dict], columns, out=None, *, wrap=(), width: int | No
         fixed = sum(w for i, w in enumerate(widths) if i not in wrapped) + 2 * (len(columns) - 1)
         room = width - fixed
         if not wrapped or room < WRAP_MIN_WIDTH * len(wrapped):
-            _print_records(columns, cells, out)
+            _print_records(columns, cells, out, width, wrap)
             return
         share = room // len(wrapped)
         for i in wrapped:
@@ -265,13 +268,18 @@ def print_table(rows: list[dict], columns, out=None, *, wrap=(), width: int | No
                             for p, w in zip(parts, widths)).rstrip(), file=out)
 
 
-def _print_records(columns, cells, out) -> None:
+def _print_records(columns, cells, out, width: int, wrap) -> None:
+    """One `column  value` line per cell, rows apart; values of `wrap` columns wrapped to fit."""
     label = max(len(c) for c in columns)
+    room = max(WRAP_MIN_WIDTH, width - label - 2)
     for number, r in enumerate(cells):
         if number:
             print(file=out)
         for c, v in zip(columns, r):
-            print(f"{c.ljust(label)}  {v}", file=out)
+            lines = textwrap.wrap(v, room, break_long_words=False, break_on_hyphens=False) \
+                if c in wrap and len(v) > room else [v]
+            for index, line in enumerate(lines or [""]):
+                print(f"{(c if index == 0 else '').ljust(label)}  {line}".rstrip(), file=out)
 
 
 def _cell(value) -> str:

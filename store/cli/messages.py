@@ -107,6 +107,10 @@ def cmd_pull(args) -> int:
             print_json({**summary, "messages": [message_dict(m) for m in result.messages]})
         else:
             print_kv(summary)
+            if "Skipped" in (result.explanation or ""):
+                print(f"hint             the consume queue is damaged: rmqstore check --store "
+                      f"{store.config.store_path_root_dir} names the unit, rmqstore recover "
+                      f"rebuilds the queue from the commit log")
             print()
             print_table([message_row(m) for m in result.messages], MESSAGE_COLUMNS)
     return 0
@@ -209,6 +213,7 @@ def _print_one(args, record) -> None:
 
 
 def cmd_query_by_offset(args) -> int:
+    from store.errors import MessageNotFoundError
     if args.phy_offset is None and None in (args.topic, args.queue, args.offset):
         raise UsageError("give TOPIC QUEUE OFFSET, or --phy-offset N")
     validate_topic_arg(args.topic)
@@ -221,8 +226,28 @@ def cmd_query_by_offset(args) -> int:
                                  f"{args.offset} (min {store.get_min_offset_in_queue(args.topic, args.queue)}, "
                                  f"max {store.get_max_offset_in_queue(args.topic, args.queue)})")
             phy_offset = unit.phy_offset
-        _print_one(args, store.look_message_by_offset(phy_offset))
+            try:
+                record = store.look_message_by_offset(phy_offset)
+            except MessageNotFoundError as error:
+                cq_file, position = _unit_location(store.config, args.topic, args.queue,
+                                                   args.offset)
+                raise MessageNotFoundError(
+                    f"{error}: the unit at byte {position} of {cq_file} points there, so the "
+                    f"consume queue is damaged; rmqstore recover --store "
+                    f"{store.config.store_path_root_dir} rebuilds it from the commit log") from None
+        else:
+            record = store.look_message_by_offset(phy_offset)
+        _print_one(args, record)
     return 0
+
+
+def _unit_location(config, topic: str, queue_id: int, queue_offset: int) -> tuple[str, int]:
+    """(file, byte position) of a file consume queue's unit (20 bytes a unit)."""
+    file_size = config.mapped_file_size_consume_queue
+    byte = queue_offset * 20
+    start = byte - byte % file_size
+    return os.path.join(config.consume_queue_dir, topic, str(queue_id), f"{start:020d}"), \
+        byte - start
 
 
 def cmd_print_msg(args) -> int:

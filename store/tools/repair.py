@@ -30,16 +30,17 @@ import struct
 import time
 from dataclasses import dataclass, field
 
+from store.check.commitlog import body_crc_matches
 from store.check.findings import Finding
 from store.codec import record_check
-from store.codec.message import BLANK_MAGIC
-from store.errors import StoreError
+from store.codec.message import BLANK_MAGIC, field_layout
+from store.errors import CorruptDataError, StoreError
 from store.mappedfile.mapped_file import parse_file_name
 from store.meta.lockfile import probe_lock
-from store.tools.check_directory import check_config
+from store.tools.check_directory import check_config, config_mismatch, short_segments
 from store.tools.rebuild_index import rebuild_index
 
-__all__ = ["RepairReport", "repair_store", "short_segments"]
+__all__ = ["RepairReport", "repair_store"]
 
 _BLANK_HEADER = struct.Struct(">ii")
 
@@ -55,21 +56,6 @@ class RepairReport:
     pointers: dict | None = None
 
 
-def short_segments(config) -> list[tuple[str, int]]:
-    """(path, size) of every commit-log segment shorter than the configured segment size."""
-    found = []
-    for directory in config.commit_log_dirs:
-        if not os.path.isdir(directory):
-            continue
-        for name in sorted(os.listdir(directory)):
-            path = os.path.join(directory, name)
-            if parse_file_name(name) is not None and os.path.isfile(path):
-                size = os.path.getsize(path)
-                if size < config.mapped_file_size_commit_log:
-                    found.append((path, size))
-    return found
-
-
 def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: bool = False,
                  max_findings: int = 100_000) -> RepairReport:
     """Repair the store at `config` (see the module docstring) and open it writable once."""
@@ -81,6 +67,9 @@ def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: b
     report = RepairReport()
     backup = _Backup(root, report)
     short = short_segments(config)
+    mismatch = config_mismatch(config, short) if short else None
+    if mismatch:
+        raise StoreError(mismatch)
     if short and not pad_truncated:
         path, size = short[0]
         raise StoreError(f"{path} is {size} bytes, not the segment size "
@@ -93,10 +82,14 @@ def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: b
     damaged_queues = _damaged_queues(config, findings)
     for topic, queue_id in damaged_queues:
         queue_dir = os.path.join(config.consume_queue_dir, topic, str(queue_id))
-        backup.move(queue_dir)
         report.rebuilt_queues.append(f"{topic}/{queue_id}")
-        report.steps.append(f"consume queue {topic}/{queue_id} has errors: moved aside, rebuilt "
-                            f"from the commit log by the writable open")
+        if os.path.isdir(queue_dir):
+            backup.move(queue_dir)
+            report.steps.append(f"consume queue {topic}/{queue_id} has errors: moved aside, "
+                                f"rebuilt from the commit log by the writable open")
+        else:
+            report.steps.append(f"consume queue {topic}/{queue_id} is missing: rebuilt from the "
+                                f"commit log by the writable open")
     index_damaged = any(f.component == "index" and f.severity == "error" for f in findings)
     rebuild = rebuild_index_always or index_damaged
     if rebuild and os.path.isdir(config.index_dir):
@@ -104,6 +97,12 @@ def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: b
     with MessageStore.open(config, read_only=False) as store:
         report.recovery = store.recovery_report
         report.pointers = store.pointers()
+    rebuilt = [f"{t}/{q}" for t, q in report.recovery.rebuilt_queues
+               if f"{t}/{q}" not in report.rebuilt_queues]
+    if rebuilt:
+        report.steps.append(f"consume queues missing or short ({', '.join(rebuilt[:10])}"
+                            f"{' ...' if len(rebuilt) > 10 else ''}): rebuilt from the commit log "
+                            f"by the writable open")
     if rebuild:
         report.index_rebuilt = rebuild_index(config)
         why = "asked" if rebuild_index_always else "index errors or no index files"
@@ -137,22 +136,54 @@ def _pad_segment(config, path: str, size: int, backup: "_Backup", report: Repair
         position, kind = _end_of_complete_records(data)
         last = _is_last_data_segment(config, path)
         handle.truncate(segment_size)              # grows the file with zeros
-        # Bytes of a record the cut tore (a BLANK filler's body or zeros are no record).
-        torn = 0 if kind == record_check.CHECK_BLANK else len(data[position:].rstrip(b"\0"))
+        kept = _keep_torn_record(data, position, segment_size) \
+            if kind == record_check.CHECK_INVALID else 0
+        end = position + kept
+        # Bytes of a record the cut tore that cannot be kept (a BLANK's body or zeros are none).
+        torn = 0 if kind == record_check.CHECK_BLANK or kept else \
+            len(data[position:].rstrip(b"\0"))
+        handle.seek(end)
         if last:
-            handle.seek(position)
-            handle.write(bytes(torn))
+            handle.write(bytes(len(data[end:].rstrip(b"\0"))))
             detail = "zeros after the last complete record (recovery ends the log there)"
         else:
-            handle.seek(position)
-            handle.write(_BLANK_HEADER.pack(segment_size - position, BLANK_MAGIC))
+            handle.write(_BLANK_HEADER.pack(segment_size - end, BLANK_MAGIC))
             detail = "a BLANK filler after the last complete record (the log goes on in the next " \
                      "segment)"
         handle.flush()
         os.fsync(handle.fileno())
     report.padded_segments.append(path)
-    lost = f"; {torn} bytes of a record the truncation tore are lost" if torn else ""
-    report.steps.append(f"padded {path} from {size} to {segment_size} bytes with {detail}{lost}")
+    note = ""
+    if kept:
+        note = (f"; the record at {position} in the file lost its last "
+                f"{position + kept - len(data)} bytes (properties) and is kept with them zeroed: "
+                f"its body is whole (BODYCRC matches)")
+    elif torn:
+        note = f"; {torn} bytes of a record the truncation tore are lost (its body was cut)"
+    report.steps.append(f"padded {path} from {size} to {segment_size} bytes with {detail}{note}")
+
+
+def _keep_torn_record(data: bytes, position: int, segment_size: int) -> int:
+    """TOTALSIZE of the record at `position` if the cut took only its tail (topic and body whole,
+    BODYCRC matching, room for a BLANK after it), so zero-filling the tail keeps the message;
+    else 0."""
+    if position + 8 > len(data):
+        return 0
+    total_size = _BLANK_HEADER.unpack_from(data, position)[0]
+    if total_size <= 0 or position + total_size + 8 > segment_size or \
+            position + total_size <= len(data):
+        return 0
+    record = data[position:] + bytes(position + total_size - len(data))
+    result = record_check.check_message(record, 0, check_crc=False, limit=len(record))
+    if result.kind != record_check.CHECK_RECORD or result.size != total_size:
+        return 0
+    try:
+        layout = field_layout(record, 0, len(record))
+    except CorruptDataError:
+        return 0
+    if layout.properties_position > len(data) - position:      # the cut reached the topic
+        return 0
+    return total_size if body_crc_matches(record, 0) else 0
 
 
 def _end_of_complete_records(data: bytes) -> tuple[int, str]:
