@@ -200,3 +200,63 @@ def test_check_store_read_only_writes_nothing_on_writable_copy(tmp_path):
         findings = check_store(store)
     assert not has_errors(findings)
     assert tree_fingerprint(root) == before
+
+
+def _index_entries(path, slots, count):
+    import numpy as np
+    from store.codec.index_codec import ENTRY_DTYPE, HASH_SLOT_SIZE
+    with open(path, "rb") as handle:
+        data = handle.read()
+    position = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
+    return position, np.frombuffer(data, dtype=ENTRY_DTYPE, count=count, offset=position)
+
+
+def test_prev_index_linking_into_another_chain(tmp_path):
+    """The root cause of corruption seed 1000127: an entry whose prevIndex (0, the end of its
+    chain) gained a bit and now points at an older entry of another slot. The walk used to stop
+    silently at that already-reached entry. Every entry has exactly one predecessor."""
+    config = small_config(tmp_path / "s")
+    with MessageStore.open(config) as store:
+        for i in range(120):
+            store.put_message(Message("T", b"x", queue_id=0, keys=[f"k{i}"]))
+    assert not has_errors(check_config(config))
+    path = os.path.join(config.index_dir, sorted(os.listdir(config.index_dir))[0])
+    slots = config.max_hash_slot_num
+    position, entries = _index_entries(path, slots, 100)
+    slot_of = entries["key_hash"].astype("int64") % slots
+    entry = next(e for e in range(20, 100) if entries["prev_index"][e] == 0)
+    target = next(x for x in range(1, entry) if slot_of[x] != slot_of[entry])
+    prev_position = position + entry * 20 + 16
+    _patch(path, prev_position, int(target).to_bytes(4, "big"))
+    errors = _errors(check_config(config), "index")
+    assert any(f.position == prev_position or f"links to entry {target}" in f.message
+               for f in errors), errors
+    assert all(f.path == path and f.on_restart and f.repair for f in errors)
+
+
+def test_missing_index_is_an_error_with_its_repair(tmp_path):
+    import shutil
+    root, findings = _damaged(tmp_path, lambda r: shutil.rmtree(os.path.join(r, "index")))
+    [error] = _errors(findings, "index")
+    assert "no index files" in error.message and "720 records" in error.message
+    assert error.repair == f"rmqstore recover --rebuild-index --store {root}"
+    assert "IndexService.load" in error.on_restart
+
+
+def test_missing_queue_after_clean_shutdown_is_an_error(tmp_path):
+    import shutil
+    queue = os.path.join("consumequeue", "TopicB", "1")
+    root, findings = _damaged(tmp_path, lambda r: shutil.rmtree(os.path.join(r, queue)))
+    [error] = _errors(findings, "consumequeue")
+    assert error.path == os.path.join(root, queue) and "TopicB/1" in error.message
+    assert error.repair == f"rmqstore recover --store {root}"
+
+
+def test_every_finding_says_restart_and_repair(tmp_path):
+    root, findings = _damaged(tmp_path, lambda r: _patch(os.path.join(r, SEGMENT0), 11, b"\x55"))
+    for finding in findings:
+        if finding.severity == "error":
+            assert finding.on_restart, finding
+    [crc] = [f for f in findings if "BODYCRC" in f.message]
+    assert "truncates" in crc.on_restart and crc.repair is None    # no safe automatic repair
+    assert set(crc.to_dict()) >= {"on_restart", "repair"}
