@@ -1,14 +1,13 @@
-"""Pipeline: run the Spark jobs (stats, verify, export, rebuild) on the current store's files in the background.
-
-(Placeholder owned by the dashboard until the pipeline engineer ships their own page.)
-"""
+"""Pipeline: run the Spark jobs (stats, verify, export, rebuild) on the current store's files in the
+background; without Spark (the `spark` extra not installed), the pandas stats."""
 
 import dataclasses
 
 import pandas as pd
 import streamlit as st
 
-from app.pipeline_runner import JOBS, PipelineRun, jobs_available
+from app.pipeline_runner import SPARK_INSTALL, PipelineRun, available_jobs, jobs_available, spark_available
+from app.times import human_ms
 from app.ui.state import EXPECTED_ERRORS, current_handle, get_registry, user_error
 from app.ui.widgets import frame, plain
 
@@ -17,10 +16,14 @@ handle = current_handle()
 if not jobs_available():
     st.info("The pipeline jobs (store/pipeline/jobs_*.py) are not available in this checkout.")
     st.stop()
-st.write("Runs a Spark job (local mode, one core) over the store's files. A hosted store is read "
-         "as it is on disk at the moment the job starts.")
+if spark_available():
+    st.write("Runs a Spark job (local mode, one core) over the store's files. A hosted store is read "
+             "as it is on disk at the moment the job starts.")
+else:
+    st.info(f"Spark is not installed, so the pandas path runs here (same decoders, one process); "
+            f"add Spark with `{SPARK_INSTALL}`.")
 c1, c2 = st.columns([2, 1])
-job = c1.selectbox("Job", JOBS, key="pipe_job")
+job = c1.selectbox("Job", available_jobs(), key="pipe_job")
 run = getattr(handle, "pipeline_run", None)
 if c2.button("Run", key="pipe_run", disabled=run is not None and not run.done):
     try:
@@ -28,6 +31,15 @@ if c2.button("Run", key="pipe_run", disabled=run is not None and not run.done):
         handle.pipeline_run = run = PipelineRun(job, handle.root, output)
     except EXPECTED_ERRORS as error:
         user_error(error)
+
+
+def _human(table: pd.DataFrame) -> pd.DataFrame:
+    """Store times as text with their zone (the raw milliseconds stay in the job's own output)."""
+    table = table.copy()
+    for column in table.columns:
+        if str(column).endswith(("_timestamp", "_ms")) and pd.api.types.is_numeric_dtype(table[column]):
+            table[column] = table[column].map(lambda v: human_ms(None if pd.isna(v) else int(v)))
+    return table
 
 
 @st.fragment(run_every=1 if run is not None and not run.done else None)
@@ -49,7 +61,7 @@ def progress() -> None:
     elif isinstance(current.result, dict):
         for name, table in current.result.items():
             st.subheader(plain(name))
-            frame(table if isinstance(table, pd.DataFrame) else pd.DataFrame(table))
+            frame(_human(table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)))
     elif dataclasses.is_dataclass(current.result):
         summary = getattr(current.result, "summary", None)
         st.text(summary() if callable(summary) else str(current.result))

@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Sequence
 import shutil
+import sys
 import time
 
 import pytest
@@ -499,5 +500,40 @@ def test_health_explains_what_a_restart_would_do_to_a_crashed_store(tmp_path):
     assert f"stops at {end:,}" in text and "The segment files end at 131,072" in text
     assert "00000000000000131072 (preallocated, all zero)" in text
     assert "Index: 1 file(s) newer than the checkpoint" in text
+    from app.ui.state import get_registry
+    get_registry().close(f"read-only:{os.path.realpath(root)}")
+
+
+def test_pipeline_page_runs_pandas_without_spark(tmp_path, monkeypatch):
+    """The first README command installs no pyspark: the page says in one line how to add it and
+    runs the pandas stats, whose numbers are the real store's."""
+    monkeypatch.setitem(sys.modules, "pyspark", None)        # `import pyspark` raises ImportError
+    fixture = _fixture("rocketmq-4.9.7/rolled-64k")
+    root = copy_store(fixture, tmp_path / "ro")
+    at = start_app()
+    open_store(at, root, "read-only", os.path.join(fixture, "store.properties"))
+    visit(at, "pipeline")
+    [info] = [i.value for i in at.info if "Spark is not installed" in i.value]
+    assert "pip install -e '.[spark]'" in info and "\n" not in info
+    assert at.selectbox(key="pipe_job").options == ["pandas stats"]
+    button(at, "Run").click()
+    at.run()
+    run = _registry_handle(at).pipeline_run
+    deadline = time.monotonic() + 60
+    while not run.done and time.monotonic() < deadline:
+        time.sleep(0.1)
+    at.run()
+    assert not at.exception and run.error is None, run.error
+    assert [h.value for h in at.main.subheader] == ["queues", "topics", "consumer\\_lag"]
+    dump = load_dump(fixture)
+    queues = run.result["queues"]
+    assert {(r.topic, r.queue_id): r.messages for r in queues.itertuples()} == \
+        {(q["topic"], q["queueId"]): q["maxOffset"] - q["minOffset"] for q in dump["queues"]}
+    lag = run.result["consumer_lag"]
+    want = {(key.split("@")[1], key.split("@")[0], int(q)): o
+            for key, table in dump["consumerOffsets"].items() for q, o in table.items()}
+    assert {(r.group, r.topic, r.queue_id): r.consumer_offset for r in lag.itertuples()} == want
+    shown = [f.value for f in at.dataframe if "first_store_timestamp" in f.value.columns][0]
+    assert all(str(v).endswith(" UTC") for v in shown["first_store_timestamp"])
     from app.ui.state import get_registry
     get_registry().close(f"read-only:{os.path.realpath(root)}")
