@@ -80,3 +80,24 @@ def test_a_new_segment_keeps_its_length_and_its_new_directory(tmp_path, monkeypa
     for image in _images(tmp_path, recorder, range(20)):
         assert os.path.getsize(image / "commitlog" / f"{0:020d}") == 8192
     queue.close()
+
+
+def test_a_new_config_directory_and_index_directory_survive(tmp_path, monkeypatch):
+    """Engine bug: config/ (topics.json, consumerOffset.json) and index/ were made with
+    os.makedirs and never fsynced into the store root: a cut after the first config write lost
+    every config file although each was written atomically."""
+    from store.index.index_service import IndexService
+    from store.meta.config_files import JsonConfigFile
+
+    root = tmp_path / "root"
+    recorder = SyncRecorder(str(root))
+    recorder.install(monkeypatch)
+    JsonConfigFile(root / "config" / "topics.json", read_only=False).persist('{"a": 1}')
+    for image in _images(tmp_path / "config", recorder):
+        assert (image / "config" / "topics.json").read_bytes() == b'{"a": 1}'
+    service = IndexService(root / "index", 64, 256)
+    created = service._create_file()
+    for image in _images(tmp_path / "index", recorder):
+        copy = image / "index" / os.path.basename(created.path)
+        assert os.path.getsize(copy) == created.file_size_bytes
+    service.close()

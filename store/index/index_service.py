@@ -29,6 +29,7 @@ from store.errors import CorruptDataError, ReadOnlyStoreError, StoreError
 from store.index.index_file import IndexFile
 from store.index.index_query import ChainStep, query_key_hash
 from store.kernel import java_hashes
+from store.mappedfile.mapped_file import make_directories_durable
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 TRANSACTION_TYPE_MASK = 0x0C
@@ -170,7 +171,7 @@ class IndexService:
         """getAndCreateLastIndexFile when the last file is full (or there is none), spec §5.7."""
         with self._lock:
             previous = self._files[-1] if self._files else None
-            os.makedirs(self.index_dir, exist_ok=True)
+            make_directories_durable(self.index_dir)   # a new index/ survives a power cut
             index_file = IndexFile(
                 os.path.join(self.index_dir, self._new_file_name()), self.max_hash_slot_num,
                 self.max_index_num, create=True,

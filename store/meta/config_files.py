@@ -24,7 +24,7 @@ from typing import Any
 from store.codec import fastjson
 from store.codec.javahash import java_string_hash
 from store.errors import ConfigError, CorruptDataError, ReadOnlyStoreError
-from store.mappedfile.mapped_file import fsync_directory
+from store.mappedfile.mapped_file import fsync_directory, make_directories_durable
 
 STYLES = ("4.9", "5.x", "auto")
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
@@ -116,7 +116,7 @@ class JsonConfigFile:
         """Keep the current content in `.bak`, then replace the file atomically with `text`."""
         if self.read_only:
             raise ReadOnlyStoreError(f"config file {self.path} is read-only")
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        make_directories_durable(os.path.dirname(self.path) or ".")   # config/ survives a cut
         try:
             with open(self.path, "rb") as f:
                 previous = f.read()
