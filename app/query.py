@@ -13,6 +13,7 @@ import pandas as pd
 
 from app.commitlog_data import message_row
 from app.paths import InputError
+from app.times import human_ms
 from store.codec.msgid import decode_message_id
 from store.errors import CorruptDataError, MessageNotFoundError
 
@@ -115,7 +116,13 @@ def by_time_range(store, topic: str, begin_ms: int, end_ms: int,
 
 
 def results_frame(messages) -> pd.DataFrame:
-    return pd.DataFrame([message_row(m) for m in messages])
+    """Rows for people: the store time as text with its zone (exports keep the milliseconds)."""
+    rows = []
+    for m in messages:
+        row = message_row(m)
+        row["store_timestamp"] = human_ms(m.store_timestamp)
+        rows.append({("store time" if k == "store_timestamp" else k): v for k, v in row.items()})
+    return pd.DataFrame(rows)
 
 
 def export_rows(messages) -> list[dict]:

@@ -4,6 +4,7 @@ import streamlit as st
 
 from app.paths import InputError
 from app.produce import SELECTORS, LoadGenerator, ProduceForm, build_messages
+from app.times import human_ms
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import frame, plain
 
@@ -51,7 +52,7 @@ if sent:
             st.error(f"{result.status.value}: {plain(result.error)}")
         frame([{"status": result.status.value, "physical offset": result.wrote_offset,
                 "bytes": result.wrote_bytes, "queue": messages[0].queue_id,
-                "queue offset": result.queue_offset, "store time": result.store_timestamp,
+                "queue offset": result.queue_offset, "store time": human_ms(result.store_timestamp),
                 "msgId": msg_id} for msg_id in (result.msg_ids or (result.msg_id,))])
         st.session_state.pr_last = {"topic": messages[0].topic, "queue_id": messages[0].queue_id,
                                     "keys": keys, "msg_id": result.msg_id}

@@ -3,10 +3,10 @@
 import streamlit as st
 
 from app.pull_job import MAX_LONG_POLL_MS, PullJob, start_offset
+from app.query import results_frame
 from app.ui.pull_commit import commit_form
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import frame, message_details, plain, say
-from app.commitlog_data import message_row
 
 st.title("Pull")
 handle = current_handle()
@@ -80,7 +80,7 @@ def pull_result() -> None:
             f"max {result.max_offset})" + (f"; waited {result.waited_ms} ms" if result.waited_ms
                                            else ""))
     if result.messages:
-        frame([message_row(m) for m in result.messages])
+        frame(results_frame(result.messages))
         chosen = st.selectbox("Show message", range(len(result.messages)),
                               format_func=lambda i: f"queue offset {result.messages[i].queue_offset}",
                               key=f"pl_show_{id(job)}")   # a new box per pull (see Query)

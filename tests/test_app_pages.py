@@ -105,6 +105,9 @@ def test_produce_then_pull_then_query():
     at.run()
     assert not at.exception
     assert any("FOUND" in h.value for h in at.subheader), [h.value for h in at.subheader]
+    times = [v for f in at.dataframe for c in ("store time", "born time") if c in f.value.columns
+             for v in f.value[c]]
+    assert times and all(v.endswith(" UTC") for v in times), times    # never raw milliseconds
     button(at, "Commit offset 1 for group inspector-group").click()
     at.run()
     assert any("Committed" in s.value for s in at.success)

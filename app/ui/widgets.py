@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from app.bodies import CHARSETS, MODES, render_body
+from app.times import human_ms
 
 _INLINE = str.maketrans({c: "\\" + c for c in "\\`*_[]()<>#~:$|!{}&^@\"'"})
 _LINE_START = re.compile(r"^(\s*)([-+=]|\d+[.)])", re.MULTILINE)
@@ -60,7 +61,8 @@ def message_details(record, key: str) -> None:
     st.dataframe(pd.DataFrame([{
         "msgId": record.msg_id, "topic": record.topic, "queue_id": record.queue_id,
         "queue_offset": record.queue_offset, "phy_offset": record.commit_log_offset,
-        "size": record.store_size, "store_timestamp": record.store_timestamp,
+        "size": record.store_size, "store time": human_ms(record.store_timestamp),
+        "born time": human_ms(record.born_timestamp),
         "born_host": record.born_host, "store_host": record.store_host, "flag": record.flag,
         "sys_flag": record.sys_flag, "reconsume_times": record.reconsume_times,
     }]), hide_index=True)
