@@ -181,11 +181,14 @@ class StoreRegistry:
 
     def display_names(self) -> dict[str, str]:
         """key -> a name for the store picker that tells every open store apart: the shortest
-        distinguishing tail of its real path (`distinct_names`), after the label of a named copy,
-        and the mode. Unique per key, because the keys are (mode, real path)."""
+        distinguishing tail of its real path (`distinct_names`), or a named copy's label (with that
+        tail when two copies share the label), and the mode. Unique per key, because the keys are
+        (mode, real path)."""
         handles = self.handles()
         names = distinct_names([h.root for h in handles])
-        return {h.key: (f"{h.label}: " if h.named else "") + f"{names[h.root]} [{h.mode}]"
+        labels = collections.Counter(h.label for h in handles if h.named)
+        return {h.key: (f"{h.label}: {names[h.root]}" if h.named and labels[h.label] > 1 else
+                        h.label if h.named else names[h.root]) + f" [{h.mode}]"
                 for h in handles}
 
     def close(self, key: str) -> None:

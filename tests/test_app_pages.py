@@ -540,3 +540,19 @@ def test_pipeline_page_runs_pandas_without_spark(tmp_path, monkeypatch):
     assert all(str(v).endswith(" UTC") for v in shown["first_store_timestamp"])
     from app.ui.state import get_registry
     get_registry().close(f"read-only:{os.path.realpath(root)}")
+
+
+def test_display_names_tell_every_store_apart(tmp_path):
+    from app.registry import StoreRegistry, distinct_names
+    assert distinct_names(["/x/crash/store", "/x/rolled/store", "/y/other"]) == \
+        {"/x/crash/store": "crash/store", "/x/rolled/store": "rolled/store", "/y/other": "other"}
+    assert distinct_names(["/a/store", "/b/a/store"]) == {"/a/store": "/a/store", "/b/a/store": "b/a/store"}
+    registry = StoreRegistry(scratch_root=str(tmp_path / "scratch"))
+    try:
+        first = registry.open_copy(SAMPLE, label="lab copy")
+        assert registry.display_names() == {first.key: "lab copy [hosted]"}
+        second = registry.open_copy(SAMPLE, label="lab copy")
+        names = registry.display_names()
+        assert len(set(names.values())) == 2 and all(n.startswith("lab copy: ") for n in names.values())
+    finally:
+        registry.close_all()
