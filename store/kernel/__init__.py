@@ -2,7 +2,9 @@
 
 `pip install -e .` builds the C extension `store.kernel._kernel` from `store/kernel/c/*.c` (pyproject.toml's
 `ext-modules`; it needs gcc and the Python headers, which a fresh machine has). Where it could not be built, every function here falls back to its pure-Python twin,
-which gives the same answers, only slower: tests/test_kernel.py runs both on the same inputs.
+which gives the same answers, only slower, and refuses the same inputs with the same exception and
+message: tests/test_kernel.py and tests/test_kernel_bounds.py run both on the same inputs, and
+tests/test_kernel_fuzz.py fuzzes the C (built with ASan + UBSan) against them.
 `RMQ_KERNEL=python` in the environment forces the fallback; `COMPILED` says which one is in use.
 
 The package holds the C sources (`c/*.c`, `c/kernel.h` has their table), the built extension and these

@@ -10,9 +10,15 @@
  * | hash.c    | java_hashes, index_hashes: Java String.hashCode of strings / of index keys     |
  * | module.c  | the method table and module init                                              |
  *
- * Every function has a pure-Python twin in store/kernel.py that gives the same answers
- * (tests/test_kernel.py runs both). Nothing here keeps a pointer past the call that got it, and
+ * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
+ * refuses the same inputs with the same exception and message (tests/test_kernel.py and
+ * tests/test_kernel_bounds.py run both). Nothing here keeps a pointer past the call that got it, and
  * nothing releases the GIL (a call is microseconds; a mapping cannot be closed under it).
+ *
+ * Bounds: every check compares a length with the bytes left (`n > len - pos`), after checking that
+ * positions and lengths are not negative, never `pos + n > len`, which a caller's position near 2^63
+ * or a forged length would wrap. Checks are per call or per record, never per byte.
+ * tests/test_kernel_fuzz.py builds these files with ASan + UBSan and fuzzes them (tests/kernel_fuzz/).
  */
 
 #ifndef RMQ_KERNEL_H
@@ -34,7 +40,7 @@
 #define RMQ_MAX_TOPIC_V2 32767
 #define RMQ_MAX_PROPERTIES 32767
 
-/* Row layout written by scan(); store/kernel.py names the same columns in the same order. */
+/* Row layout written by scan(); store/kernel/__init__.py names the same columns in the same order. */
 enum {
     F_POS, F_SIZE, F_QUEUE_ID, F_FLAG, F_QUEUE_OFFSET, F_PHY_OFFSET, F_SYS_FLAG, F_BORN_TS,
     F_STORE_TS, F_PREPARED, F_BODY_POS, F_BODY_LEN, F_TOPIC_POS, F_TOPIC_LEN, F_PROPS_POS,

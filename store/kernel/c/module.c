@@ -14,7 +14,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "store.kernel._kernel",
-    "Compiled hot loops of the store (see store/kernel.py for the pure-Python twins).", -1, methods,
+    "Compiled hot loops of the store (see store/kernel/__init__.py for the pure-Python twins).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
