@@ -69,7 +69,8 @@ def chain_walk_figure(walk) -> go.Figure:
                 x=[column], y=[row_number], mode="markers+text", name=name,
                 showlegend=name not in legend_seen, legendgroup=name,
                 marker=dict(symbol=symbol, size=16, color=color, line=dict(width=2, color=color)),
-                text=[f"#{int(hop['entry'])}"], textposition="middle right",
+                text=[f"#{int(hop['entry'])} (prevIndex {int(hop['prev_entry'])})"],
+                textposition="middle right",
                 hovertemplate=(f"{file_name} entry {int(hop['entry'])}<br>keyHash {int(hop['key_hash'])}"
                                f"<br>phy_offset {int(hop['phy_offset']):,}<br>{hop['store_time']}"
                                f"<br>prevIndex {int(hop['prev_entry'])}<br>{hop['verdict']}"

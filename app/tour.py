@@ -229,6 +229,11 @@ def _roll(store) -> TourPage:
                              segment_figures.recent_segments_figure(segments)])
 
 
+def _queues_end(store) -> int:
+    """The end of the furthest record any consume queue points to (-1 when none)."""
+    return max((store.inspect.queue_max_phy_end(t, q) for t, q in store.queues()), default=-1)
+
+
 def _crash_and_recover(scratch: _Scratch) -> TourPage:
     store = scratch.store
     _roll(store)
@@ -237,7 +242,7 @@ def _crash_and_recover(scratch: _Scratch) -> TourPage:
     store.dispatch_pending()
     segments_before = segment_map(store)
     wrote = store.pointers()["wrote"]
-    cq_end = store.inspect.queue_max_phy_end(TOUR_TOPIC, 0)
+    cq_end = _queues_end(store)
     config = store.config
     store.crash()
     # The tour's store runs without services, so it never wrote the `abort` file a running broker
@@ -258,7 +263,7 @@ def _crash_and_recover(scratch: _Scratch) -> TourPage:
     before_pointers = {"file end (max wrote)": wrote, "valid end (scan)": wrote,
                        "consume queues end": cq_end}
     after_pointers = {"file end (max wrote)": after["wrote"], "valid end (scan)": report.process_offset,
-                      "consume queues end": store.inspect.queue_max_phy_end(TOUR_TOPIC, 0),
+                      "consume queues end": _queues_end(store),
                       "reput": after["reput"]}
     steps = pd.DataFrame([{"step": s.what, "detail": s.detail} for s in report.steps])
     return TourPage(7, TITLES[7], f"The process dies (the abort file stays) and the second half of "

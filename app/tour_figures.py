@@ -52,20 +52,21 @@ def record_bytes_figure(raw: bytes, fields: Sequence[Field], phy_offset: int) ->
         colorscale += [[number / steps, color], [(number + 1) / steps, color]]
     fig = go.Figure(go.Heatmap(z=z, text=text, customdata=hover, texttemplate="%{text}",
                                textfont=dict(size=11, color="white"), colorscale=colorscale, zmin=0,
-                               zmax=steps, showscale=False, xgap=1, ygap=1,
+                               zmax=steps, showscale=False, xgap=2, ygap=14,
                                hovertemplate="%{customdata}<extra></extra>"))
     # Each field's name at its first byte, so the colours read without hovering.
     for index, field in enumerate(fields):
         if field.position < len(shown):
-            fig.add_annotation(x=field.position % BYTES_PER_ROW - 0.45,
+            # In the gap above the field's first byte (the rows are spaced for it).
+            fig.add_annotation(x=field.position % BYTES_PER_ROW - 0.47,
                                y=field.position // BYTES_PER_ROW - 0.5, text=field.name,
-                               showarrow=False, xanchor="left", yanchor="bottom", yshift=-2,
-                               font=dict(size=8, color="#222222"))
+                               showarrow=False, xanchor="left", yanchor="bottom", yshift=-13,
+                               font=dict(size=9, color="#222222"))
     fig.update_layout(
         title=dict(text=f"The record at phy_offset {phy_offset:,}: {len(raw)} bytes, 16 a row, "
                         "coloured by field", x=0, xanchor="left"),
-        height=90 + 30 * rows, margin=dict(l=70, r=10, t=50, b=10),
-        xaxis=dict(side="top", tickmode="array", tickvals=list(range(BYTES_PER_ROW)),
+        height=90 + 40 * rows, margin=dict(l=70, r=10, t=50, b=30),
+        xaxis=dict(side="bottom", tickmode="array", tickvals=list(range(BYTES_PER_ROW)),
                    ticktext=[f"+{n:X}" for n in range(BYTES_PER_ROW)], showgrid=False),
         yaxis=dict(autorange="reversed", tickmode="array", tickvals=list(range(rows)),
                    ticktext=[f"{phy_offset + r * BYTES_PER_ROW:,}" for r in range(rows)],
@@ -83,11 +84,11 @@ def queue_to_log_figure(units: Sequence[tuple[int, int, int, int]], log_end: int
     slot = width / max(4, len(units))
     for number, (queue_offset, phy_offset, size, tags_code) in enumerate(units):
         left = number * slot
-        fig.add_shape(type="rect", x0=left + slot * 0.05, x1=left + slot * 0.95, y0=1.6, y1=2.4,
+        fig.add_shape(type="rect", x0=left + slot * 0.05, x1=left + slot * 0.95, y0=1.55, y1=2.45,
                       fillcolor=COLOR_UNIT, line=dict(color="white"))
         fig.add_annotation(x=left + slot / 2, y=2.0, showarrow=False, font=dict(color="white", size=11),
-                           text=f"unit {queue_offset}: phy {phy_offset:,} · size {size} · "
-                                f"tagsCode {tags_code}")
+                           text=f"unit {queue_offset} (20 bytes)<br>phy_offset {phy_offset:,} · "
+                                f"size {size}<br>tagsCode {tags_code}")
         fig.add_shape(type="rect", x0=phy_offset, x1=phy_offset + size, y0=-0.4, y1=0.4,
                       fillcolor=COLOR_RECORD, line=dict(color="white"))
         fig.add_annotation(x=phy_offset, y=0.4, ax=left + slot / 2, ay=1.6, xref="x", yref="y",

@@ -341,8 +341,9 @@ def test_chain_walk_figure_draws_slot_hops_arrows_and_verdicts():
     slots = [t for t in fig.data if t.name == "hash slot"]
     assert [t.x[0] for t in slots] == [0, 1, 2] and slots[2].text[0] == "slot 3 (empty)"
     hops = {(t.x[0], t.y[0]): (t.name, t.text[0]) for t in fig.data if t.name != "hash slot"}
-    assert hops == {(0, 1): ("hash collision (same hash, other key)", "#9"), (0, 2): ("real match", "#4"),
-                    (1, 1): ("other key in the slot", "#2")}
+    assert hops == {(0, 1): ("hash collision (same hash, other key)", "#9 (prevIndex 4)"),
+                    (0, 2): ("real match", "#4 (prevIndex 0)"),
+                    (1, 1): ("other key in the slot", "#2 (prevIndex 0)")}
     arrows = sorted((a.ax, a.ay, a.x, a.y) for a in fig.layout.annotations if a.showarrow)
     # slot -> #9 -> #4 (prevIndex) in the newest file, then on to the older files' slots
     assert arrows == [(0, 0, 0, 1), (0, 1, 0, 2), (0, 2, 1, 0), (1, 0, 1, 1), (1, 1, 2, 0)]
