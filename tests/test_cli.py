@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from store.cli import main
-from tests.fixtures_util import (REPO_ROOT, copy_store, fixture_dirs, fixture_id, load_dump,
-                                 tree_fingerprint)
+from tests.fixtures_util import (REPO_ROOT, copy_store, dump_message_body, fixture_dirs,
+                                 fixture_id, load_dump, tree_fingerprint)
 
 FIXTURES = fixture_dirs()
 SMALL_PROPERTIES = ("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\n"
@@ -84,44 +84,118 @@ def test_produce_sizes_and_body_file(capsys, small_store, tmp_path):
 READ_COMMANDS = [
     ("check",),
     ("dump", "records", "--limit", "5", "--verify"),
-    ("dump", "consume-queue", "--topic", "TopicA", "--queue", "0", "--limit", "5", "--verify"),
-    ("dump", "index", "--limit", "5"),
-    ("pull", "G", "TopicA", "0", "--max", "4"),
-    ("query-msg-by-key", "TopicA", "k0"),
-    ("query-msg-by-offset", "TopicA", "0", "0"),
-    ("print-msg", "TopicA", "--max", "5"),
+    ("dump", "consume-queue", "--topic", "{topic}", "--queue", "{queue}", "--start", "{first}",
+     "--limit", "5", "--verify"),
+    ("dump", "index", "--limit", "5", "--verify"),
+    ("pull", "G", "{topic}", "{queue}", "--offset", "{first}", "--max", "4"),
+    ("query-msg-by-key", "{key_topic}", "{key}"),
+    ("query-msg-by-offset", "{topic}", "{queue}", "{first}"),
+    ("print-msg", "{topic}", "--max", "5"),
     ("recover", "--read-only"),
 ]
+MESSAGE_FIELDS = ("msgId", "topic", "queueId", "queueOffset", "commitLogOffset", "storeSize",
+                  "bodyCRC", "sysFlag", "bornTimestamp", "storeTimestamp", "bornHost", "storeHost",
+                  "reconsumeTimes", "tags", "keys", "uniqKey", "properties")
 
 
-def _first_topic_and_key(fixture: str) -> tuple[str, str]:
-    """The fixture's first user topic (queue 0) and a key of its first message: most fixtures use
-    TopicA/k0, the timer fixtures TimerA/tk0."""
-    records = load_dump(fixture).get("commitLogRecords")
-    if not records:
-        return "TopicA", "k0"
-    first = next(r for r in records if r["queueId"] == 0 and r["queueOffset"] == 0
-                 and not r["topic"].startswith(("rmq_sys_", "SCHEDULE_TOPIC")))
-    return first["topic"], (first["keys"] or "k0").split(" ")[0]
+def _same_message(ours: dict, real: dict) -> None:
+    for field in MESSAGE_FIELDS:
+        if field in real:
+            assert ours[field] == real[field], (field, ours[field], real[field])
+    assert dump_message_body(ours) == dump_message_body(real), real["msgId"]
+
+
+def _fixture_answers(fixture):
+    """The names the commands take and the real store's answers, from read-dump.json."""
+    dump = load_dump(fixture)
+    # The first user topic (not rmq_sys_*/SCHEDULE_TOPIC_*): TopicA, or TimerA in timer fixtures.
+    queue = next(q for q in dump["queues"] if q["messages"]
+                 and not q["topic"].startswith(("rmq_sys_", "SCHEDULE_TOPIC")))
+    by_offset = {m["commitLogOffset"]: m for q in dump["queues"] for m in q["messages"]}
+    query = next(q for q in dump["queries"]
+                 if any(q["key"] in (by_offset.get(h["commitLogOffset"], {}).get("keys") or "")
+                        .split(" ") for h in q["hits"]))
+    names = {"topic": queue["topic"], "queue": str(queue["queueId"]),
+             "first": str(queue["messages"][0]["queueOffset"]), "key_topic": query["topic"],
+             "key": query["key"]}
+    return dump, queue, by_offset, query, names
+
+
+def _compare_with_dump(command, out, dump, queue, by_offset, query):
+    """The --json answer of one read command against the real store's (real values)."""
+    name = command[0] if command[0] != "dump" else f"dump {command[1]}"
+    if name == "check":
+        assert out["counts"]["error"] == 0 and out["counts"]["warning"] == 0, out["findings"]
+    elif name == "dump records":
+        records = [r for r in out["rows"] if r["kind"] == "RECORD"]
+        assert records and out["truncated"] and all(r["valid"] for r in records)
+        last = out["rows"][-1]["phyOffset"]
+        assert [r["phyOffset"] for r in records if r["phyOffset"] in by_offset] == \
+            sorted(o for o in by_offset if o <= last)
+        for row in records:
+            real = by_offset.get(row["phyOffset"])
+            if real is not None:
+                assert (row["topic"], row["queueId"], row["queueOffset"], row["size"]) == \
+                    (real["topic"], real["queueId"], real["queueOffset"], real["storeSize"])
+    elif name == "dump consume-queue":
+        want = [(u["queueOffset"], u["commitLogOffset"], u["size"], u["tagsCode"])
+                for u in queue["cq"][:5]]
+        assert [(r["queueOffset"], r["phyOffset"], r["size"], r["tagsCode"])
+                for r in out["rows"]] == want
+        assert all(r["valid"] for r in out["rows"]) and out["truncated"] == (len(queue["cq"]) > 5)
+    elif name == "dump index":
+        assert out["rows"] and all(r["valid"] for r in out["rows"]), out["rows"]
+        assert all(r["phyOffset"] in by_offset or r["phyOffset"] < dump["commitLog"]["maxPhyOffset"]
+                   for r in out["rows"])
+    elif name == "pull":
+        assert (out["minOffset"], out["maxOffset"]) == (queue["minOffset"], queue["maxOffset"])
+        assert out["found"] == len(out["messages"]) == min(4, len(queue["messages"]))
+        for ours, real in zip(out["messages"], queue["messages"]):
+            _same_message(ours, real)
+    elif name == "query-msg-by-key":
+        true_hits = sorted(h["commitLogOffset"] for h in query["hits"]
+                           if query["key"] in (by_offset.get(h["commitLogOffset"], {}).get("keys")
+                                               or "").split(" "))
+        assert sorted(m["commitLogOffset"] for m in out["messages"]) == true_hits
+        assert out["indexLastUpdateTimestamp"] == query["indexLastUpdateTimestamp"]
+        for ours in out["messages"]:
+            _same_message(ours, by_offset[ours["commitLogOffset"]])
+    elif name == "query-msg-by-offset":
+        _same_message(out, queue["messages"][0])
+    elif name == "print-msg":
+        total = sum(len(q["messages"]) for q in dump["queues"] if q["topic"] == queue["topic"])
+        assert len(out["messages"]) == min(5, total) and out["truncated"] == (total > 5)
+        for ours in out["messages"]:
+            _same_message(ours, by_offset[ours["commitLogOffset"]])
+    elif name == "recover":
+        assert out["pointers"]["max_phy_offset"] == dump["commitLog"]["maxPhyOffset"]
+        assert out["pointers"]["min_phy_offset"] == dump["commitLog"]["minPhyOffset"]
+    else:
+        raise AssertionError(f"no comparison for {command}")
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_id)
 def test_read_commands_on_every_fixture(capsys, fixture, tmp_path):
     root = copy_store(fixture, tmp_path)
     config = os.path.join(fixture, "store.properties")
+    dump, queue, by_offset, query, names = _fixture_answers(fixture)
     before = tree_fingerprint(root)
-    topic, key = _first_topic_and_key(fixture)
-    for command in READ_COMMANDS:
-        command = tuple({"TopicA": topic, "k0": key}.get(word, word) for word in command)
+    for template in READ_COMMANDS:
+        command = [part.format(**names) for part in template]
         code, out, err = run(capsys, *command, "--store", root, "--config", config)
         assert code == 0, (command, err)
         assert out and not err, command
         code, out, err = run(capsys, *command, "--store", root, "--config", config, "--json")
-        assert code == 0 and json.loads(out) is not None, command
-    first = run_json(capsys, "query-msg-by-offset", topic, "0", "0", "--store", root,
-                     "--config", config)
+        assert code == 0, (command, err)
+        _compare_with_dump(command, json.loads(out), dump, queue, by_offset, query)
+    first = queue["messages"][0]
     by_id = run_json(capsys, "query-msg-by-id", first["msgId"], "--store", root, "--config", config)
-    assert by_id["commitLogOffset"] == first["commitLogOffset"]
+    _same_message(by_id, first)
+    uniq_key = first.get("uniqKey") or first["properties"].get("UNIQ_KEY")
+    if uniq_key:                                     # mqadmin queryMsgById takes it too
+        by_uniq = run_json(capsys, "query-msg-by-id", uniq_key, "--store", root, "--config",
+                           config)
+        _same_message(by_uniq, first)
     assert tree_fingerprint(root) == before
 
 
