@@ -124,3 +124,23 @@ def test_wheel_missing_is_info_and_wrong_size_is_an_error(fixture, tmp_path):
         handle.write(b"\0" * 64)
     found = timer_findings(check_config(store_config(fixture, root)))
     assert any(f.severity == "error" and "38707200" in f.message for f in found)
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_id)
+def test_missing_wheel_with_units_before_the_refill_is_one_info(fixture, tmp_path):
+    """Without the wheel, recovery refills slots only from the file holding lastTimerLogFlushPos -
+    file size: live units of earlier files are lost, reported once (one cause)."""
+    root = timer_store_copy(fixture, tmp_path, with_wheel=False)
+    files = sorted(os.listdir(os.path.join(root, "timerlog")))
+    if len(files) < 2:
+        pytest.skip("one timer-log file: the refill covers every unit")
+    size = store_config(fixture, root).mapped_file_size_timer_log
+    check = os.path.join(root, "config", "timercheck")
+    with open(check, "rb") as handle:
+        flush_pos = struct.unpack(">q", handle.read(16)[8:16])[0]
+    _write(check, 8, struct.pack(">q", flush_pos + size))     # refill starts one file later
+    found = timer_findings(check_config(store_config(fixture, root)))
+    infos = [f for f in found if f.severity == "info" and "in no slot chain" in f.message]
+    assert len(infos) == 1
+    assert not [f for f in found if "in no slot chain" in f.message and f.severity != "info"]
+    assert any(f.severity == "error" and "lastTimerLogFlushPos" in f.message for f in found)

@@ -152,3 +152,24 @@ def test_query_timer_msg_cli(capsys, fixture, tmp_path):
     assert out["total"] == len(dump["timerPending"]) and out["truncated"] and len(out["messages"]) == 2
     assert main([*base, "-b", "not a time"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_id)
+def test_a_delete_marker_cancels_its_target(fixture, tmp_path):
+    """TIMER_DEL_UNIQKEY (TimerDequeueGetMessageService drops the target of the same slot)."""
+    from store import Message
+    root = timer_store_copy(fixture, tmp_path)
+    dump = load_dump(fixture)
+    target = dump["timerPending"][0]
+    read_time = dump["timerBefore"]["timercheck"]["lastReadTimeMs"]
+    with MessageStore.open(store_config(fixture, root)) as store:
+        marker = Message("rmq_sys_wheel_timer", b"", queue_id=0, properties={
+            "TIMER_OUT_MS": target["TIMER_OUT_MS"], "REAL_TOPIC": target["realTopic"],
+            "REAL_QID": target["realQueueId"], "TIMER_DEL_UNIQKEY": target["uniqKey"],
+            "UNIQ_KEY": "7F0000010000000100000000DE1E7E00"})
+        assert store.put_message(marker).status.name == "PUT_OK"
+    with MessageStore.open(store_config(fixture, root), read_only=True) as store:
+        rows = {m.uniq_key: m for m in store.inspect.scheduled_messages(now_ms=read_time)}
+    assert rows[target["uniqKey"]].state == "cancelled"
+    assert rows["7F0000010000000100000000DE1E7E00"].state == "cancelled"
+    assert sum(m.state == "pending" for m in rows.values()) == len(dump["timerPending"]) - 1

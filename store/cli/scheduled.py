@@ -5,7 +5,7 @@
 | `-t, --topic`        | the real topic (REAL_TOPIC)                                        |
 | `-k, --key`          | a message key                                                      |
 | `-i, --msgId`        | UNIQ_KEY (the client's msgId) or an offset msgId of either record  |
-| `--state`            | pending, due, delivered or orphaned                                |
+| `--state`            | pending, due, delivered, orphaned or cancelled                     |
 | `-b, --begin`, `-e, --end` | due-time window (ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS)   |
 | `--now`              | the time `due` is judged against (default: the clock)              |
 | `-c, --max`          | at most this many rows (default 1000)                              |

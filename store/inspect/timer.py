@@ -17,7 +17,9 @@ A scheduled message's state (apache/rocketmq#8534: a timer message cannot be que
   after the recovered read time, or it is not enqueued yet: enqueue delivers late messages at once);
 - orphaned: it never will be delivered as things stand: its unit points past the commit log's end or
   at no wheel record (#10668), no slot chain reaches its unit, or the timer's read time passed its slot
-  without a delivered copy.
+  without a delivered copy;
+- cancelled: a delete marker (TIMER_DEL_UNIQKEY, never delivered itself) or the message it deletes
+  (only in stores whose producers cancel timer messages).
 
 Everything is read from the files (the timer files once per `timer_refresh()`, the commit log by one
 bounded walk per query); nothing is written.

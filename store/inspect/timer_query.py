@@ -12,7 +12,23 @@ from store.codec.javahash import java_string_hash
 from store.timer.codec import TIMER_TOPIC
 
 TIMER_PROPERTIES = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
-STATES = ("pending", "due", "delivered", "orphaned")
+STATES = ("pending", "due", "delivered", "orphaned", "cancelled")
+DELETE_PROPERTY = "TIMER_DEL_UNIQKEY"       # MessageConst.PROPERTY_TIMER_DEL_UNIQKEY
+
+
+def _deleted_keys(wheel_by_phy: dict) -> dict[str, int]:
+    """Target UNIQ_KEY -> the delete marker's phy offset. The dequeue (TimerDequeueGetMessageService)
+    drops a message of the same slot whose UNIQ_KEY is in the markers' TIMER_DEL_UNIQKEY values;
+    a value may carry a `topic_` / `topic+` prefix in some client versions, so the key is its tail."""
+    out = {}
+    for phy, request in wheel_by_phy.items():
+        value = (request.properties or {}).get(DELETE_PROPERTY)
+        if value:
+            out[value] = phy
+            for separator in ("_", "+"):
+                if separator in value:
+                    out[value.rsplit(separator, 1)[1]] = phy
+    return out
 
 
 @dataclass(frozen=True)
@@ -105,6 +121,7 @@ def collect_scheduled(inspector, files, now_ms: int, max_records: int) -> list:
         reached = _reached_units(files, len(log.pos))
     recovery = files.recovery
     precision = files.precision_ms
+    deleted = _deleted_keys(wheel_by_phy)
     rows = []
     for uniq, phy in wheel_by_key.items():
         request = wheel_by_phy[phy]
@@ -115,6 +132,10 @@ def collect_scheduled(inspector, files, now_ms: int, max_records: int) -> list:
         copy = copies.get(uniq)
         if copy is not None:
             state, reason = "delivered", f"copy at commit-log offset {copy[0]}"
+        elif props.get(DELETE_PROPERTY):
+            state, reason = "cancelled", f"delete marker for {props[DELETE_PROPERTY]} (never delivered)"
+        elif uniq in deleted:
+            state, reason = "cancelled", f"deleted by the marker at commit-log offset {deleted[uniq]}"
         elif recovery is not None and unit_pos is not None and unit_pos not in reached:
             state, reason = "orphaned", f"no slot chain reaches its timer-log unit at {unit_pos}"
         elif recovery is not None and unit_pos is not None and due_ms is not None and \
