@@ -260,3 +260,12 @@ def test_every_finding_says_restart_and_repair(tmp_path):
     [crc] = [f for f in findings if "BODYCRC" in f.message]
     assert "truncates" in crc.on_restart and crc.repair is None    # no safe automatic repair
     assert set(crc.to_dict()) >= {"on_restart", "repair"}
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_id)
+def test_every_finding_of_a_damaged_fixture_has_restart_advice(fixture, tmp_path):
+    root = copy_store(fixture, tmp_path)
+    _patch(os.path.join(root, SEGMENT0), 11, b"\x55")
+    findings = check_config(store_config(fixture, root))
+    assert has_errors(findings)
+    assert all(f.on_restart for f in findings), [f for f in findings if not f.on_restart]

@@ -1,4 +1,12 @@
-"""The result type of the store cross-check (`store.check.run`) and the bounded list that collects it."""
+"""The result type of the store cross-check (`store.check.run`) and the bounded list that collects it.
+
+Every finding names the file and byte position, its severity, what RocketMQ does about it when the
+broker restarts (`on_restart`, from `DefaultMessageStore.recover`, `CommitLog.recoverNormally` /
+`recoverAbnormally`, `ConsumeQueue.recover`, `IndexService.load`, `MappedFileQueue.load`, tag
+rocketmq-all-4.9.7) and the `rmqstore` command that repairs it (`repair`; None when no command can
+repair it without losing data). The call site may give both; otherwise `ADVICE` gives the component's
+usual answer. `{store}` in a repair command is replaced by the checked store's root.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +26,8 @@ class Finding:
     path: str | None
     position: int | None
     message: str
+    on_restart: str = ""
+    repair: str | None = None
 
     def __post_init__(self):
         assert self.severity in SEVERITIES, self.severity
@@ -33,12 +43,57 @@ class Finding:
         return f"{self.severity:7} {self.component:12} {where}: {self.message}"
 
 
+# (component, severity) -> (what RocketMQ does on restart, the repair command or None).
+_RECOVER = "rmqstore recover --store {store}"
+ADVICE = {
+    ("commitlog", "error"): (
+        "recovery (CommitLog.recoverNormally / recoverAbnormally, checkCRCOnRecover) stops at the "
+        "first invalid record and truncates the log there: every later record is dropped", None),
+    ("commitlog", "warning"): (
+        "recovery cuts the log at the end of the last complete record (a torn write)", _RECOVER),
+    ("consumequeue", "error"): (
+        "ConsumeQueue.recover keeps units up to the first invalid one and truncateDirtyLogicFiles "
+        "cuts units past the log end; a unit pointing at the wrong record stays and pulls fail on it",
+        _RECOVER),
+    ("consumequeue", "warning"): (
+        "the reput service dispatches the records the queue lacks again (from the checkpoint)",
+        _RECOVER),
+    ("index", "error"): (
+        "IndexService.load keeps the file as it is: queries by key miss or skip entries; nothing "
+        "rebuilds it", "rmqstore recover --rebuild-index --store {store}"),
+    ("index", "warning"): (
+        "IndexService.load keeps the file as it is: queries by key miss these entries",
+        "rmqstore recover --rebuild-index --store {store}"),
+    ("checkpoint", "error"): (
+        "abnormal recovery starts from the segment holding the checkpoint's min timestamp "
+        "(StoreCheckpoint.getMinTimestamp); a bad value makes it start too late or at the first "
+        "segment", _RECOVER),
+    ("checkpoint", "warning"): (
+        "abnormal recovery starts from the segment holding the checkpoint's min timestamp", None),
+    ("config", "error"): (
+        "ConfigManager.load tries the .bak file, then starts with an empty table", None),
+    ("config", "warning"): ("ConfigManager.load falls back to the .bak file", None),
+    ("config", "info"): ("the broker ignores unknown keys (MixAll.properties2Object)", None),
+    ("timer", "error"): (
+        "TimerMessageStore.recover (5.x) replays the timer log from the timercheck position and "
+        "revises the wheel from it; a damaged unit or slot delays or drops that delivery", None),
+    ("timer", "warning"): (
+        "TimerMessageStore.recover (5.x) replays the timer log from the timercheck position and "
+        "revises the wheel from it", None),
+    ("files", "error"): ("the broker cannot start on this directory", None),
+    ("files", "warning"): ("the broker ignores files whose names it does not parse", None),
+}
+INFO_ON_RESTART = "nothing: informational, RocketMQ does not act on it"
+NO_REPAIR = "none safe: copy the store aside first and inspect it with rmqstore dump"
+
+
 class Sink:
     """Collects findings up to `max_findings`; past that it only counts what it dropped."""
 
-    def __init__(self, max_findings: int):
+    def __init__(self, max_findings: int, store_root: str | None = None):
         assert max_findings > 0
         self.max_findings = max_findings
+        self.store_root = store_root
         self.findings: list[Finding] = []
         self.dropped = 0
         self._group_counts: dict = {}
@@ -49,20 +104,29 @@ class Sink:
         return len(self.findings) >= self.max_findings
 
     def add(self, severity: str, component: str, path: str | None, position: int | None,
-            message: str) -> None:
+            message: str, *, on_restart: str | None = None, repair: str | None = "") -> None:
+        """`on_restart` / `repair` default to `ADVICE`; pass `repair=None` for "no command"."""
         if self.full:
             self.dropped += 1
             return
-        self.findings.append(Finding(severity, component, path, position, message))
+        usual_restart, usual_repair = ADVICE.get(
+            (component, severity), (INFO_ON_RESTART if severity == "info" else "", None))
+        if repair == "":
+            repair = usual_repair
+        if repair is not None and self.store_root is not None:
+            repair = repair.replace("{store}", self.store_root)
+        self.findings.append(Finding(severity, component, path, position, message,
+                                     on_restart if on_restart is not None else usual_restart,
+                                     repair))
 
     def add_limited(self, group, severity: str, component: str, path: str | None,
-                    position: int | None, message: str, *, keep: int = 3) -> None:
+                    position: int | None, message: str, *, keep: int = 3, **advice) -> None:
         """Like add(), but only the first `keep` findings of one `group` (say, one queue and one
         kind of damage) are kept; `summarize()` reports how many more there were."""
         count = self._group_counts.get(group, 0) + 1
         self._group_counts[group] = count
         if count <= keep:
-            self.add(severity, component, path, position, message)
+            self.add(severity, component, path, position, message, **advice)
         else:
             self._group_meta[group] = (severity, component, path)
 

@@ -124,7 +124,10 @@ def _check_files(root: str, unclean: bool, sink: Sink) -> None:
     if unclean:
         sink.add("info", "files", os.path.join(root, "abort"), None,
                  "abort file present: the last run did not shut down cleanly (a writable open runs "
-                 "abnormal recovery)")
+                 "abnormal recovery)",
+                 on_restart="DefaultMessageStore.recover runs CommitLog.recoverAbnormally (from the "
+                            "checkpoint, re-dispatching) and deletes abort at a clean shutdown",
+                 repair="rmqstore recover --store {store}")
     holder = probe_lock(root)
     if holder is not None and holder != os.getpid():
         sink.add("info", "files", os.path.join(root, "lock"), None,
