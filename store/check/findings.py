@@ -11,6 +11,7 @@ usual answer. `{store}` in a repair command is replaced by the checked store's r
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 
 SEVERITIES = ("error", "warning", "info")
 COMPONENTS = ("commitlog", "consumequeue", "index", "checkpoint", "config", "files", "timer")
@@ -41,6 +42,18 @@ class Finding:
         if self.position is not None:
             where += f"@{self.position}"
         return f"{self.severity:7} {self.component:12} {where}: {self.message}"
+
+
+def utc_text(ms: int) -> str:
+    """The one form times take in human output (findings, `rmqstore` tables): UTC with
+    milliseconds and the zone, `2026-11-22 07:59:04.939 UTC`. 0 and negatives stay numbers."""
+    if ms is None or ms <= 0:
+        return str(ms)
+    try:
+        moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} UTC"
 
 
 # (component, severity) -> (what RocketMQ does on restart, the repair command or None).

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from store.check.commitlog import CommitLogView, LogScan
-from store.check.findings import Sink
+from store.check.findings import Sink, utc_text
 from store.codec import record_check
 from store.codec.index_codec import (ENTRY_DTYPE, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header,
                                      index_file_size)
@@ -85,8 +85,9 @@ def _check_file(path, buffer, slots: int, max_index_num: int, state: _State) -> 
     index_count = max(header.index_count, 1)
     entry_count = index_count - 1
     if entry_count and header.begin_timestamp > header.end_timestamp:
-        sink.add("error", "index", path, 0, f"beginTimestamp {header.begin_timestamp} is after "
-                                           f"endTimestamp {header.end_timestamp}")
+        sink.add("error", "index", path, 0,
+                 f"beginTimestamp {header.begin_timestamp} ({utc_text(header.begin_timestamp)}) is "
+                 f"after endTimestamp {header.end_timestamp} ({utc_text(header.end_timestamp)})")
     if entry_count and header.begin_phy_offset > header.end_phy_offset:
         sink.add("error", "index", path, 16, f"beginPhyOffset {header.begin_phy_offset} is after "
                                             f"endPhyOffset {header.end_phy_offset}")

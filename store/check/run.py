@@ -30,7 +30,7 @@ import struct
 
 from store.check.commitlog import CommitLogView, LogScan, check_segment_files, walk_commit_log
 from store.check.consumequeue import check_api_queues, check_dispatch_coverage, check_file_queues
-from store.check.findings import COMPONENTS, SEVERITIES, Finding, Sink
+from store.check.findings import COMPONENTS, SEVERITIES, Finding, Sink, utc_text
 from store.check.index import check_index_dir
 from store.check.timer import check_timer
 from store.codec import fastjson
@@ -173,8 +173,9 @@ def _check_checkpoint(path: str, style: str, scan: LogScan, sink: Sink) -> None:
         elif scan.records and not scan.capped and \
                 value > scan.last_store_timestamp + CHECKPOINT_SLACK_MS:
             sink.add("warning", "checkpoint", path, position,
-                     f"{name} {value} is {value - scan.last_store_timestamp} ms after the last "
-                     f"store time in the log ({scan.last_store_timestamp}): the log lost data the "
+                     f"{name} {value} ({utc_text(value)}) is {value - scan.last_store_timestamp} "
+                     f"ms after the last store time in the log ({scan.last_store_timestamp}, "
+                     f"{utc_text(scan.last_store_timestamp)}): the log lost data the "
                      f"checkpoint says was durable, or clocks jumped")
     if style == "5.x" and cp.confirm_phy_offset > scan.end_offset and not scan.capped:
         sink.add("warning", "checkpoint", path, 32,

@@ -11,7 +11,7 @@ import re
 import shutil
 import sys
 import textwrap
-from datetime import datetime, timezone
+from datetime import datetime
 
 from store.errors import ConfigError, StoreError
 
@@ -165,14 +165,10 @@ def parse_property(text: str) -> tuple[str, str]:
 
 def format_time_ms(value: int) -> str:
     """The one form times take in human output: UTC with milliseconds and the zone, e.g.
-    `2026-11-26 08:22:40.123 UTC` (JSON output keeps the raw ms). 0 / negative stay numbers."""
-    if value is None or value <= 0:
-        return str(value)
-    try:
-        moment = datetime.fromtimestamp(value / 1000, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return str(value)
-    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{value % 1000:03d} UTC"
+    `2026-11-26 08:22:40.123 UTC` (the check's findings use the same `utc_text`); JSON output
+    keeps the raw ms. 0 / negative stay numbers."""
+    from store.check.findings import utc_text
+    return utc_text(value)
 
 
 def validate_topic_arg(topic: str | None) -> None:
