@@ -148,3 +148,35 @@ def test_other_fixtures_open_with_no_or_an_absent_timer(fixture, tmp_path):
             assert timer.files().log is None
     finally:
         store.close()
+
+
+def test_vectorized_revise_equals_reviseslot_one_by_one():
+    """revise_many (used by recovery) = TimerWheel.reviseSlot(.., IGNORE, pos, force) per unit, in
+    order, including slots that already hold the same or another time (other wheel rounds)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from store.timer.codec import WheelSlot
+    from store.timer.timer_recovery import _revise, revise_many
+    base_s = 1_795_668_732
+    second = st.integers(0, 3)
+    rounds = st.integers(0, 2)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.tuples(second, rounds), min_size=1, max_size=40),
+           st.lists(st.tuples(second, rounds, st.integers(0, 99), st.integers(0, 99),
+                              st.integers(0, 9)), max_size=4))
+    def check(units, initial):
+        import numpy as np
+        slots = {}
+        for sec, rnd, first, last, num in initial:
+            t = base_s + sec + rnd * 1_209_600
+            slots[t % 1_209_600] = WheelSlot(t % 1_209_600, t, t * 1000, first, last, num, 0)
+        due = np.array([(base_s + s + r * 1_209_600) * 1000 + 7 for s, r in units], dtype=np.int64)
+        pos = np.arange(len(units), dtype=np.int64) * 52
+        one_by_one, vectorized = dict(slots), dict(slots)
+        for d, p in zip(due.tolist(), pos.tolist()):
+            _revise(one_by_one, d, p, 1000)
+        revise_many(vectorized, due, pos, 1000)
+        assert vectorized == one_by_one
+    check()

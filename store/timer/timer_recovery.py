@@ -75,6 +75,37 @@ def _revise(slots: dict[int, WheelSlot], due_ms: int, pos: int, precision_ms: in
                                  old.magic)
 
 
+def revise_many(slots: dict[int, WheelSlot], due_ms: np.ndarray, pos: np.ndarray,
+                precision_ms: int) -> None:
+    """`_revise` for each (due_ms[k], pos[k]) in order, vectorized: per slot index the last unit
+    wins; first_pos is where the final run of units of that unit's time starts (or the slot's own
+    first_pos when the run reaches back to a slot already holding that time)."""
+    if len(due_ms) == 0:
+        return
+    time_raw = due_ms // precision_ms
+    index = time_raw % WHEEL_SLOTS
+    order = np.argsort(index, kind="stable")
+    index, time_raw, pos = index[order], time_raw[order], pos[order]
+    count = len(index)
+    group_start = np.ones(count, dtype=bool)
+    group_start[1:] = index[1:] != index[:-1]
+    run_start = group_start.copy()
+    run_start[1:] |= time_raw[1:] != time_raw[:-1]
+    run_first = np.maximum.accumulate(np.where(run_start, np.arange(count), 0))
+    group_first = np.maximum.accumulate(np.where(group_start, np.arange(count), 0))
+    ends = np.flatnonzero(np.append(group_start[1:], True))
+    for e in ends.tolist():
+        i, t = int(index[e]), int(time_raw[e])
+        old = slots.get(i)
+        first_k = int(run_first[e])
+        if first_k == int(group_first[e]) and old is not None and old.time_raw == t:
+            first = old.first_pos
+        else:
+            first = int(pos[first_k])
+        num, magic = (old.num, old.magic) if old is not None else (0, 0)
+        slots[i] = WheelSlot(i, t, t * precision_ms, first, int(pos[e]), num, magic)
+
+
 def recover_and_revise(queue: MappedFileQueue, slots: dict[int, WheelSlot], begin_offset: int,
                        precision_ms: int, *, check: bool, limit_offset: int | None = None) -> int:
     """`recoverAndRevise`: revise `slots` in place; returns the offset the walk reached."""
@@ -106,8 +137,9 @@ def recover_and_revise(queue: MappedFileQueue, slots: dict[int, WheelSlot], begi
         elif len(blanks):
             end = int(blanks[0])
         due = rows["curr_write_time_ms"][:end].astype(np.int64) + rows["delay_ms"][:end]
-        for i in np.flatnonzero(usable[:end]).tolist():
-            _revise(slots, int(due[i]), mapped.file_from_offset + i * UNIT_SIZE, precision_ms)
+        take = np.flatnonzero(usable[:end])
+        revise_many(slots, due[take], mapped.file_from_offset + take.astype(np.int64) * UNIT_SIZE,
+                    precision_ms)
         position = end * UNIT_SIZE
         if end == count and count == per_file:
             position = _past_last_unit(mapped, per_file, queue.file_size_bytes, check)
