@@ -1,0 +1,346 @@
+"""`DLedgerCommitLog`: the DLedger data files presented as the commit log the engine reads.
+
+RocketMQ's `DLedgerCommitLog` (5.3.3) reads a record at physical offset `o` from data file
+`o / mappedFileSizeForEntryData`, position `o % size` (`getData`): the same place as in a commit log,
+because the record's offset is `entry pos + 48` (`wroteOffset = dledgerFuture.getPos() +
+DLedgerEntry.BODY_OFFSET`; the append hook writes that into PHYSICALOFFSET, and msgIds encode it).
+So every read of the base `CommitLog` works unchanged on the data files; what differs:
+
+- walking the log steps over entry headers (`checkMessageAndReturnSize` over DLedger data:
+  `bufferSize = msgSize + BODY_OFFSET`, a DLedger BLANK returns size 0);
+- `getMinOffset`: the first data file's start + its start position (the first entry's pos, not +48);
+- `getMaxOffset` / `getConfirmOffset`: DLedger's `committedPos` (the end of the committed entry), else
+  the first file's start if > 0, else 0;
+- recovery is `DLedgerMmapFileStore.recover` (the entry walk, `store.dledger.entries`), then
+  RocketMQ's `dledgerRecoverNormally/Abnormally` (cut consume queues past the log; after a crash,
+  re-dispatch from the data file `isMmapFileMatchedRecover` picks);
+- this engine does not write DLedger entries: appends raise `ReadOnlyStoreError`.
+
+The committed index is the `checkpoint`'s `committedIndex` (`recover()`, capped at the last entry).
+A single-member group (`dLegerPeers` lists one peer) commits its whole log as soon as it leads
+(`DLedgerEntryPusher.QuorumAckChecker` raises the leader's own watermark to `ledgerEndIndex` every
+second, a quorum of one): the broker's answers after start cover every entry, and so do ours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from store.codec import message as msgcodec
+from store.codec import record_check
+from store.commitlog.commit_log import CommitLog
+from store.dledger.entries import (BLANK, ENTRY, STOP, IndexFiles, check_entry_at, file_tuple,
+                                   walk_entries)
+from store.dledger.entry_codec import ENTRY_HEADER_BYTES, ENTRY_MAGIC_1
+from store.dledger.layout import DLedgerLayout, read_long, read_properties
+from store.errors import CorruptDataError, ReadOnlyStoreError
+
+
+@dataclass
+class DLedgerState:
+    """`DLedgerMmapFileStore`'s ledger state after recovery (-1: none)."""
+
+    ledger_begin_index: int = -1
+    ledger_end_index: int = -1
+    ledger_end_term: int = -1
+    committed_index: int = -1
+    committed_pos: int = -1
+    write_pos: int = 0              # dataFileList.getMaxWrotePosition() after recovery
+    checkpoint_committed_index: int | None = None
+    checkpoint_end_index: int | None = None
+    index_file_present: bool = False
+
+
+class DLedgerCommitLog(CommitLog):
+    """A read-only commit log over `dledger-<selfId>/data` (see the module docstring)."""
+
+    def __init__(self, layout: DLedgerLayout, *, read_only: bool, store_host: str, clock_ms=None):
+        super().__init__(layout.data_dir, layout.data_file_bytes, read_only=read_only,
+                         store_host=store_host, clock_ms=clock_ms)
+        self.layout = layout
+        self.state = DLedgerState()
+        self._entry_ends: dict[int, int] = {}       # entry index -> pos + size, of walked entries
+
+    # -- offsets ---------------------------------------------------------------------------------
+
+    def max_offset(self) -> int:
+        if self.state.committed_pos > 0:
+            return self.state.committed_pos
+        return max(self.min_offset(), 0)
+
+    def max_wrote_offset(self) -> int:
+        return self.state.write_pos
+
+    def store_timestamp_at(self, phy_offset: int, size: int | None = None) -> int:
+        """STORETIMESTAMP of the record at `phy_offset`; at an entry's own pos (the min offset),
+        of the record inside it (`getEarliestMessageTime` adds `DLedgerEntry.BODY_OFFSET`)."""
+        head = self.read(phy_offset, ENTRY_HEADER_BYTES)
+        if head is not None and int.from_bytes(head[:4], "big", signed=True) == ENTRY_MAGIC_1 \
+                and int.from_bytes(head[24:32], "big", signed=True) == phy_offset:
+            phy_offset += ENTRY_HEADER_BYTES
+        return super().store_timestamp_at(phy_offset, size)
+
+    # -- no writes -------------------------------------------------------------------------------
+
+    def _refuse(self):
+        raise ReadOnlyStoreError(f"{self.layout.data_dir} is a DLedger commit log "
+                                 f"(enableDLegerCommitLog): this engine reads it but does not "
+                                 f"write DLedger entries")
+
+    def append_one(self, record, draft):
+        self._refuse()
+
+    def append(self, records, drafts, now_ms=None):
+        self._refuse()
+
+    # -- walking ---------------------------------------------------------------------------------
+
+    def _files(self) -> list[tuple]:
+        return [file_tuple(mapped) for mapped in self.mapped_files.files]
+
+    def entries(self, start_phy_offset: int, *, limit_offset: int | None = None):
+        """Yield (header, file_number, position) of valid entries from the entry at or after
+        `start_phy_offset` (an entry pos or a record offset), up to the write position."""
+        files = self._files()
+        mapped = self.mapped_files.find_file(max(start_phy_offset, self.min_offset()))
+        if mapped is None:
+            return
+        first = self.mapped_files.files.index(mapped)
+        end = self.state.write_pos if limit_offset is None else min(limit_offset,
+                                                                   self.state.write_pos)
+        for step, number, position, what in walk_entries(files, first):
+            if step != ENTRY:
+                if step == STOP:
+                    return
+                continue
+            if what.pos >= end:
+                return
+            if what.pos < start_phy_offset and what.body_pos != start_phy_offset:
+                continue
+            yield what, number, position
+
+    def scan(self, start_phy_offset: int, *, check_crc: bool, limit_offset: int | None = None,
+             max_records: int | None = None):
+        """(record phy_offset, CheckResult) of the record inside each entry (`CommitLog.scan`'s
+        contract, entry headers stepped over); ends after the first invalid record."""
+        count = 0
+        for header, number, position in self.entries(start_phy_offset, limit_offset=limit_offset):
+            buffer = self.mapped_files.files[number].buffer
+            result = record_check.check_message(buffer, position + ENTRY_HEADER_BYTES,
+                                                check_crc=check_crc,
+                                                limit=position + header.size)
+            yield header.body_pos, result
+            if result.kind != record_check.CHECK_RECORD:
+                return
+            count += 1
+            if max_records is not None and count >= max_records:
+                return
+
+    def walk_for_dispatch(self, offset: int, end: int, batch: list, room: int) -> int | None:
+        """Dispatch hook (`store.services.dispatch`): append up to `room` requests of the records
+        in entries from `offset` (an entry boundary) below `end`; returns the next offset (None:
+        nothing to do now). An invalid record is skipped with its entry, as RocketMQ's reput
+        skips a `bufferSize` it could read."""
+        moved = None
+        for header, number, position in self.entries(offset, limit_offset=end):
+            if header.pos + header.size > end or room <= 0:
+                break
+            buffer = self.mapped_files.files[number].buffer
+            result = record_check.check_message(buffer, position + ENTRY_HEADER_BYTES,
+                                                check_crc=False, limit=position + header.size)
+            if result.kind == record_check.CHECK_RECORD:
+                batch.append(result.request)
+                room -= 1
+            moved = header.pos + header.size
+        if moved is None:
+            mapped = self.mapped_files.find_file(offset)
+            if mapped is not None and offset < end:
+                # A BLANK (or the end of a file) at `offset`: go on with the next file.
+                head = mapped.read(offset - mapped.file_from_offset, 4, unchecked=True)
+                if head is not None and int.from_bytes(head, "big", signed=True) == -1:
+                    return mapped.file_end_offset
+        return moved
+
+    # -- recovery --------------------------------------------------------------------------------
+
+    def _choose_start(self, index_files: IndexFiles) -> int:
+        """`recover()`'s start: from the third-last file back, the first whose first entry is
+        valid and matches its index unit; else the first file."""
+        files = self.mapped_files.files
+        for number in range(max(0, len(files) - 3), -1, -1):
+            mapped = files[number]
+            header, _ = check_entry_at(mapped.buffer, 0, mapped.file_from_offset,
+                                       mapped.file_size_bytes)
+            if header is not None and index_files.matches(header):
+                return number
+        return 0
+
+    def recover_dledger(self, report, *, abnormal: bool, read_only: bool, check_crc: bool,
+                        cq_max_phy_offset: int, min_timestamp: int) -> None:
+        """Fill `report` (a `RecoveryReport`) as `dledgerRecoverNormally/Abnormally` recover."""
+        queue = self.mapped_files
+        files = queue.files
+        state = self.state
+        report.max_offset_before = queue.max_wrote_offset()
+        index_files = IndexFiles(self.layout.index_dir)
+        state.index_file_present = index_files.present
+        if not files:
+            report.step("dledger", f"no data files in {self.layout.data_dir}: empty log")
+            queue.set_positions(0)
+            return
+        start = self._choose_start(index_files)
+        report.start_file = files[start].path
+        report.start_phy_offset = files[start].file_from_offset
+        report.step("choose start", f"DLedger recovery walks entries from {files[start].path}"
+                    + ("" if index_files.present else " (no index file: it is rebuilt from the "
+                                                        "data by the broker)"))
+        process_offset, stop = self._walk_for_recovery(start, report)
+        last = files[-1]
+        if last.file_from_offset - process_offset > last.file_size_bytes:
+            raise CorruptDataError(last.path, 0, f"DLedger recovery ends at {process_offset}, more "
+                                   f"than a file before the last data file: the broker refuses to "
+                                   f"start ([MONITOR] processOffset is too small)")
+        report.process_offset = process_offset
+        report.stop_reason = stop.reason
+        report.bytes_checked = process_offset - report.start_phy_offset
+        report.step("scan", f"{report.records_checked} entries valid (index {state.ledger_begin_index}"
+                            f"..{state.ledger_end_index}); stopped: {stop.reason}")
+        if not stop.clean:
+            report.truncated_bytes = _dirty_bytes(queue.find_file(process_offset), process_offset)
+        report.deleted_files = [f.path for f in files if f.file_from_offset > process_offset]
+        if read_only:
+            _set_positions(queue, process_offset)
+        else:
+            queue.truncate_dirty_files(process_offset)
+            queue.set_positions(process_offset)
+        state.write_pos = process_offset
+        self._load_committed(report)
+        self._recover_rocketmq_part(report, abnormal=abnormal, check_crc=check_crc,
+                                    cq_max_phy_offset=cq_max_phy_offset,
+                                    min_timestamp=min_timestamp)
+
+    def _walk_for_recovery(self, start: int, report):
+        state = self.state
+        files = self._files()
+        process_offset = files[start][0]
+        first = None
+        stop = None
+        ends = self._entry_ends
+        for step, number, position, what in walk_entries(files, start):
+            base = files[number][0]
+            if step == ENTRY:
+                first = first or what
+                ends[what.index] = what.pos + what.size
+                state.ledger_end_index, state.ledger_end_term = what.index, what.term
+                report.records_checked += 1
+                report.last_record_offset = what.body_pos
+                process_offset = what.pos + what.size
+            elif step == BLANK:
+                process_offset = base + files[number][2]
+            else:
+                stop = what
+                if not what.clean or "zeros" in what.reason:
+                    process_offset = what.phy_offset
+        if first is not None:
+            head, _ = check_entry_at(files[0][1], 0, files[0][0], files[0][2])
+            state.ledger_begin_index = (head or first).index if start else first.index
+        return process_offset, stop
+
+    def _load_committed(self, report) -> None:
+        state = self.state
+        checkpoint = read_properties(self.layout.checkpoint_path)
+        state.checkpoint_committed_index = read_long(checkpoint, "committedIndex")
+        state.checkpoint_end_index = read_long(checkpoint, "endIndex")
+        committed = state.checkpoint_committed_index
+        if self.layout.peers == 1 and state.ledger_end_index >= 0:
+            committed = state.ledger_end_index
+            why = "a single-member group commits its whole log when it leads"
+        else:
+            why = f"checkpoint committedIndex={committed}"
+        if committed is None or committed < 0 or state.ledger_end_index < 0 or \
+                committed < state.ledger_begin_index:
+            report.step("dledger", f"no committed entry ({why}): the log reads as empty")
+            return
+        committed = min(committed, state.ledger_end_index)
+        end = self._entry_ends.get(committed)
+        if end is None:
+            for header, _number, _position in self.entries(self.min_offset()):
+                if header.index == committed:
+                    end = header.pos + header.size
+                    break
+        if end is None:
+            report.step("dledger", f"committed entry {committed} not found: the log reads as empty")
+            return
+        state.committed_index, state.committed_pos = committed, end
+        report.step("dledger", f"committed index {committed} ({why}), committedPos {end}")
+
+    def _recover_rocketmq_part(self, report, *, abnormal: bool, check_crc: bool,
+                               cq_max_phy_offset: int, min_timestamp: int) -> None:
+        """`dledgerRecoverNormally` cuts the queues past the write position; `...Abnormally` walks
+        the records from the file `isMmapFileMatchedRecover` picks and re-dispatches them."""
+        process_offset = self.state.write_pos
+        if abnormal:
+            start = self._abnormal_start(min_timestamp)
+            mapped = self.mapped_files.files[start] if self.mapped_files.files else None
+            start_offset = mapped.file_from_offset if mapped else 0
+            end = start_offset
+            for header, number, position in self.entries(start_offset):
+                buffer = self.mapped_files.files[number].buffer
+                result = record_check.check_message(buffer, position + ENTRY_HEADER_BYTES,
+                                                    check_crc=check_crc,
+                                                    limit=position + header.size)
+                if result.kind != record_check.CHECK_RECORD:
+                    report.step("abnormal", f"invalid record in entry {header.index} at "
+                                            f"{header.body_pos}: queues end before it")
+                    break
+                end = header.pos + header.size
+            process_offset = end
+            report.dispatch_from = start_offset
+            report.step("abnormal", f"re-dispatch from {start_offset}; records valid to {end}")
+        else:
+            report.dispatch_from = max(self.min_offset(),
+                                       min(max(cq_max_phy_offset, 0), self.state.write_pos))
+        report.consume_queues_truncated = cq_max_phy_offset > process_offset
+        if report.consume_queues_truncated:
+            report.process_offset = min(report.process_offset, process_offset)
+
+    def _abnormal_start(self, min_timestamp: int) -> int:
+        """`isMmapFileMatchedRecover`: from the last file back, the first whose first record (at
+        BODY_OFFSET) has the v1 magic and a store time <= the checkpoint's min timestamp."""
+        files = self.mapped_files.files
+        for number in range(len(files) - 1, -1, -1):
+            head = files[number].read(ENTRY_HEADER_BYTES, 64, unchecked=True)
+            if head is None or int.from_bytes(head[4:8], "big", signed=True) != \
+                    msgcodec.MESSAGE_MAGIC_V1:
+                continue
+            sys_flag = int.from_bytes(head[36:40], "big", signed=True)
+            raw = files[number].read(ENTRY_HEADER_BYTES + msgcodec.store_timestamp_position(sys_flag),
+                                     8, unchecked=True)
+            store_timestamp = int.from_bytes(raw, "big", signed=True) if raw else 0
+            if store_timestamp != 0 and store_timestamp <= min_timestamp:
+                return number
+        return 0
+
+
+def _set_positions(queue, process_offset: int) -> None:
+    for mapped in queue.files:
+        if mapped.file_end_offset <= process_offset:
+            mapped.set_positions(mapped.file_size_bytes)
+        elif mapped.file_from_offset <= process_offset:
+            mapped.set_positions(process_offset - mapped.file_from_offset)
+        else:
+            mapped.set_positions(0)
+    queue.set_positions(process_offset)
+
+
+def _dirty_bytes(mapped, process_offset: int) -> int:
+    """Non-zero bytes' span after `process_offset` in its file (what a cut drops)."""
+    if mapped is None:
+        return 0
+    position = process_offset - mapped.file_from_offset
+    tail = np.frombuffer(mapped.buffer, dtype=np.uint8, offset=position,
+                         count=mapped.file_size_bytes - position)
+    nonzero = np.flatnonzero(tail)
+    return int(nonzero[-1]) + 1 if len(nonzero) else 0
