@@ -16,6 +16,8 @@ from store.commitlog.commit_log import CommitLog
 from store.config import StoreConfig
 from store.consumequeue.base import ConsumeQueueSettings
 from store.consumequeue.factory import open_consume_queue_store
+from store.dledger.commit_log import DLedgerCommitLog
+from store.dledger.layout import find_data_dir, find_dledger
 from store.errors import ConfigError
 from store.index.index_service import IndexService
 from store.meta.checkpoint import CheckpointFile
@@ -61,10 +63,13 @@ def detect_store_format(root: str, commit_log_dir: str) -> str:
         pass
     if _first_record_has_trailing_separator(commit_log_dir):
         return FORMAT_5X
+    dledger_data = find_data_dir(root)      # a DLedger log: the record follows a 48-byte header
+    if dledger_data and _first_record_has_trailing_separator(dledger_data, 48):
+        return FORMAT_5X
     return FORMAT_49
 
 
-def _first_record_has_trailing_separator(commit_log_dir: str) -> bool:
+def _first_record_has_trailing_separator(commit_log_dir: str, skip: int = 0) -> bool:
     from store.codec.record_check import CHECK_RECORD, check_message
     try:
         names = sorted(n for n in os.listdir(commit_log_dir) if n.isdigit() and len(n) == 20)
@@ -72,7 +77,7 @@ def _first_record_has_trailing_separator(commit_log_dir: str) -> bool:
         return False
     for name in names[:1]:
         with open(os.path.join(commit_log_dir, name), "rb") as handle:
-            head = handle.read(1 << 16)
+            head = handle.read(1 << 16)[skip:]
         result = check_message(head, 0, check_crc=False, limit=len(head))
         if result.kind == CHECK_RECORD:
             # The properties are a record's last bytes; a 5.x writer ends them with \x02 (a record
@@ -114,8 +119,11 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
     opened = []
     try:
         last_exit_ok = not abort_exists(root)
+        dledger = find_dledger(config)      # enableDLegerCommitLog: store/dledger/
         commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log,
-                               read_only=read_only, store_host=config.store_host, clock_ms=clock_ms)
+                               read_only=read_only, store_host=config.store_host,
+                               clock_ms=clock_ms) if dledger is None else DLedgerCommitLog(
+            dledger, read_only=read_only, store_host=config.store_host, clock_ms=clock_ms)
         commit_log.mapped_files.allow_empty_last_file = True
         commit_log.mapped_files.warm_new_files = config.warm_maped_file_enable
         commit_log.mapped_files.load()
@@ -160,10 +168,17 @@ def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: boo
     cq_max_phy_offset = consume_queues.recover()
     min_timestamp = checkpoint.min_timestamp_index if (
         config.message_index_enable and config.message_index_safe) else checkpoint.min_timestamp
-    report = recover_commit_log(
-        commit_log, abnormal=not last_exit_ok, read_only=read_only, style=style,
-        check_crc=config.check_crc_on_recover, cq_max_phy_offset=cq_max_phy_offset,
-        min_timestamp=min_timestamp, rocksdb_mode=config.store_type == "defaultRocksDB")
+    if isinstance(commit_log, DLedgerCommitLog):
+        report = RecoveryReport(mode="read-only" if read_only else (
+            "normal" if last_exit_ok else "abnormal"), cq_max_phy_offset=cq_max_phy_offset)
+        commit_log.recover_dledger(report, abnormal=not last_exit_ok, read_only=read_only,
+                                   check_crc=config.check_crc_on_recover,
+                                   cq_max_phy_offset=cq_max_phy_offset, min_timestamp=min_timestamp)
+    else:
+        report = recover_commit_log(
+            commit_log, abnormal=not last_exit_ok, read_only=read_only, style=style,
+            check_crc=config.check_crc_on_recover, cq_max_phy_offset=cq_max_phy_offset,
+            min_timestamp=min_timestamp, rocksdb_mode=config.store_type == "defaultRocksDB")
     if report.consume_queues_truncated and not read_only:
         consume_queues.truncate_dirty(report.process_offset)
         if cq_max_phy_offset > report.process_offset:
@@ -171,8 +186,10 @@ def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: boo
                                           f"referenced the log up to {cq_max_phy_offset}")
     if not read_only:
         _plan_rebuild_of_missing_queues(report, consume_queues, commit_log)
-    if style == FORMAT_5X and report.records_checked:
-        # 5.x recovery records the start of the last valid record as the confirm offset.
+    if style == FORMAT_5X and report.records_checked and not isinstance(commit_log,
+                                                                        DLedgerCommitLog):
+        # 5.x recovery records the start of the last valid record as the confirm offset
+        # (DLedgerCommitLog.setConfirmOffset does nothing).
         checkpoint.confirm_phy_offset = report.last_record_offset
     consume_queues.correct_min_offset(commit_log.min_offset())
     rebuild_queue_offset_table(commit_log, consume_queues)
