@@ -152,6 +152,13 @@ class ReputService:
                         offset += request.msg_size
                         room -= 1
                     continue
+            walk = getattr(commit_log, "walk_for_dispatch", None)
+            if walk is not None:    # a DLedger log: records sit inside entries (store/dledger/)
+                moved = walk(offset, end, batch, DISPATCH_BATCH_MAX_RECORDS - len(batch))
+                if moved is None:
+                    break
+                offset = moved
+                continue
             mapped = commit_log.mapped_files.find_file(offset)
             if mapped is None:
                 break
