@@ -167,6 +167,10 @@ class WheelSlot:
     num: int
     magic: int
 
+    @property
+    def slot_index(self) -> int:
+        return self.index
+
 
 def slot_index(time_ms: int, precision_ms: int) -> int:
     """`TimerWheel.getSlotIndex` (times are positive: Java's / and % agree with Python's)."""
