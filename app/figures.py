@@ -23,21 +23,26 @@ def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
 
 
 def segment_fill_figure(segments: Sequence) -> go.Figure:
-    """Fill level per segment in percent: records, BLANK filler, free."""
-    names = [s.name for s in segments]
+    """Fill level per segment in percent: records, BLANK filler, free. The x axis is the segment's
+    number in the log (its file name in the hover), so a thousand files stay readable."""
+    numbers = list(range(len(segments)))
     fig = go.Figure()
     for label, color, part in (("records", COLOR_DATA, lambda s: s.data_bytes),
                                ("BLANK filler", COLOR_FILLER, lambda s: s.filler_bytes),
                                ("free", COLOR_FREE,
                                 lambda s: s.size_bytes - s.data_bytes - s.filler_bytes)):
-        fig.add_trace(go.Bar(x=names, y=[100.0 * part(s) / s.size_bytes for s in segments],
-                             name=label, marker_color=color,
-                             customdata=[part(s) for s in segments],
-                             hovertemplate="%{x}<br>%{y:.1f}% (%{customdata:,} bytes)<extra>"
-                                           + label + "</extra>"))
-    fig.update_layout(barmode="stack", yaxis_title="% of segment", xaxis_title="segment file",
-                      xaxis_type="category")
-    return _layout(fig, "Segment fill level")
+        fig.add_trace(go.Bar(x=numbers, y=[100.0 * part(s) / s.size_bytes for s in segments],
+                             name=label, marker=dict(color=color, line=dict(width=0)),
+                             customdata=[[s.name, part(s)] for s in segments],
+                             hovertemplate="#%{x}: %{customdata[0]}<br>%{y:.1f}% "
+                                           "(%{customdata[1]:,} bytes)<extra>" + label + "</extra>"))
+    fig.update_layout(barmode="stack", bargap=0.1 if len(segments) < 100 else 0,
+                      yaxis_title="% of segment",
+                      xaxis=dict(title="segment number (oldest left; file name in the hover)",
+                                 tickformat=",d", rangemode="tozero"))
+    _layout(fig, f"Segment fill level: {len(segments):,} file(s)")
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1))
+    return fig
 
 
 def nice_step(rough: float) -> float:
