@@ -30,6 +30,7 @@ import struct
 
 from store.check.commitlog import CommitLogView, LogScan, check_segment_files, walk_commit_log
 from store.check.consumequeue import check_api_queues, check_dispatch_coverage, check_file_queues
+from store.check.dledger import check_dledger
 from store.check.findings import COMPONENTS, SEVERITIES, Finding, Sink, utc_text
 from store.check.index import check_index_dir
 from store.check.timer import check_timer
@@ -74,15 +75,21 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None) ->
     unclean = os.path.exists(os.path.join(root, "abort"))
     _guarded(sink, "files", _check_files, root, unclean, sink)
     delay_levels = _delay_levels(config)
-    view = _guarded(sink, "commitlog", CommitLogView, config.commit_log_dirs,
-                    config.mapped_file_size_commit_log, delay_levels)
+    from store.dledger.layout import find_dledger
+    dledger = _guarded(sink, "commitlog", find_dledger, config)   # enableDLegerCommitLog
+    view = _guarded(sink, "commitlog", CommitLogView, [dledger.data_dir] if dledger else
+                    config.commit_log_dirs, config.mapped_file_size_commit_log, delay_levels)
     if view is None:
         return
     try:
-        check_segment_files(view, sink)
-        scan = _guarded(sink, "commitlog", walk_commit_log, view, sink, max_records=max_records,
-                        unclean=unclean) or LogScan()
-        if store is not None and not sink.full:
+        if dledger is not None:
+            scan = _guarded(sink, "commitlog", check_dledger, dledger, view, sink,
+                            max_records=max_records, unclean=unclean) or LogScan()
+        else:
+            check_segment_files(view, sink)
+            scan = _guarded(sink, "commitlog", walk_commit_log, view, sink,
+                            max_records=max_records, unclean=unclean) or LogScan()
+        if store is not None and not sink.full and dledger is None:
             _guarded(sink, "commitlog", _compare_recovery, store, scan, sink)
         if config.store_type == "default":
             ends = _guarded(sink, "consumequeue", check_file_queues, root,
