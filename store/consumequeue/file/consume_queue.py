@@ -106,7 +106,9 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
         if len(self.mapped_files.files) != files_before:
             # Make the new name durable before units go into it: after a power cut a queue must not
             # come back with its first file missing while a later one survived.
-            levels = 3 if files_before == 0 else 1  # the queue's and maybe new topic directories
+            # The queue's directory; for a new queue also the topic's, consumequeue/ and the store
+            # root (consumequeue/ itself may be new: its entry in the root must survive too).
+            levels = 4 if files_before == 0 else 1
             directory = self.directory
             for _ in range(levels):
                 if self.on_new_directory_entry is not None:

@@ -43,6 +43,16 @@ class QueueRecovery:
         if not files:
             return self.max_phy_end
         index = max(0, len(files) - RECOVER_FROM_LAST_FILES)
+        # A power cut can keep a later file's pages and lose the unflushed tail of an earlier one
+        # (the kernel writes files back independently). RocketMQ's scan starts at the third-last
+        # file whatever comes before it, which leaves such a lost tail as zero units inside the
+        # queue: a hole the re-dispatch never fills. So the scan starts at the first file whose
+        # last unit is not valid (one unit read per earlier file), and before a window of files
+        # with no unit at all (created, but their units lost).
+        index = next((position for position, mapped in enumerate(files[:index])
+                      if not self._unit_valid(mapped, self.file_size_bytes - CQ_UNIT_SIZE)), index)
+        while index > 0 and not self._unit_valid(files[index], 0):
+            index -= 1
         end = files[index].file_from_offset
         for mapped in files[index:]:
             valid_units, last_end = self._scan_valid(mapped, 0)
@@ -64,6 +74,11 @@ class QueueRecovery:
         self._cut_at(end)
         self.time_cache.clear()
         return self.max_phy_end
+
+    @staticmethod
+    def _unit_valid(mapped, position: int) -> bool:
+        unit = unpack_unit(mapped.buffer, position)
+        return is_valid_unit(unit.phy_offset, unit.size)
 
     def _unit_end_before(self, files, end: int) -> int:
         """phy_offset + size of the unit just before queue byte offset `end` (-1 if not valid)."""
