@@ -187,7 +187,9 @@ def test_consumer_progress_edge_cases_on_a_written_store(tmp_path):
 
 # -- cleanup explanation --------------------------------------------------------------------------
 
-ROLLED = [f for f in fixture_dirs() if len(os.listdir(os.path.join(f, "store", "commitlog"))) >= 3]
+# Stores with a commit-log directory (a DLedger store keeps its log in dledger-<id>/ instead).
+ROLLED = [f for f in fixture_dirs() if os.path.isdir(os.path.join(f, "store", "commitlog"))
+          and len(os.listdir(os.path.join(f, "store", "commitlog"))) >= 3]
 
 
 def _local_ms(hour: int) -> int:
