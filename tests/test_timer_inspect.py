@@ -173,3 +173,12 @@ def test_a_delete_marker_cancels_its_target(fixture, tmp_path):
     assert rows[target["uniqKey"]].state == "cancelled"
     assert rows["7F0000010000000100000000DE1E7E00"].state == "cancelled"
     assert sum(m.state == "pending" for m in rows.values()) == len(dump["timerPending"]) - 1
+
+
+def test_a_capped_walk_says_so(opened):
+    fixture, store = opened
+    whole = store.inspect.scheduled_messages()
+    assert not whole.capped
+    part = store.inspect.scheduled_messages(max_records=10)
+    assert part.capped and 0 < part.walked_to < store.commit_log.max_offset()
+    assert len(part) < len(whole)

@@ -57,6 +57,7 @@ def cmd_query_timer_msg(args) -> int:
         print_json({"timer": state,
                     "checkpoint": checkpoint.to_dict() if checkpoint is not None else None,
                     "total": len(rows), "truncated": len(rows) > len(shown),
+                    "commit_log_walk_capped_at": rows.walked_to if rows.capped else None,
                     "messages": [m.to_dict() for m in shown]})
         return 0
     summary = {"timer store": state["state"]}
@@ -69,6 +70,9 @@ def cmd_query_timer_msg(args) -> int:
         summary.setdefault("problems", problem)
     summary["messages"] = f"{len(rows)}" + (f" (first {len(shown)} shown)" if len(shown) < len(rows)
                                             else "")
+    if rows.capped:
+        summary["note"] = (f"the commit-log walk stopped at offset {rows.walked_to} (record cap): "
+                           f"later messages are not listed")
     print_kv(summary)
     print_table([_row(m) for m in shown], COLUMNS, wrap=("reason",))
     return 0

@@ -31,7 +31,7 @@ import time
 
 from store.codec.msgid import decode_message_id
 from store.errors import StoreError
-from store.inspect.timer_query import STATES, ScheduledMessage, collect_scheduled
+from store.inspect.timer_query import STATES, ScheduledList, ScheduledMessage, collect_scheduled
 from store.timer.codec import (TIMER_TOPIC, TimerCheckpointFields, TimerLogUnit, WheelSlot,
                                slot_index, unit_from_row)
 from store.timer.timer_store import TimerReader
@@ -110,8 +110,10 @@ class TimerInspectMixin:
                            key: str | None = None, msg_id: str | None = None,
                            start_ms: int | None = None, end_ms: int | None = None, *,
                            now_ms: int | None = None,
-                           max_records: int = MAX_RECORDS_FOR_SCHEDULED) -> list[ScheduledMessage]:
-        """Timer messages with their state, by due time; filters combine (see the module doc)."""
+                           max_records: int = MAX_RECORDS_FOR_SCHEDULED) -> ScheduledList:
+        """Timer messages with their state, by due time; filters combine (see the module doc).
+        One walk of at most `max_records` commit-log records; `.capped` on the result says it
+        stopped before the log's end."""
         if state is not None and state not in STATES:
             raise StoreError(f"unknown state {state!r}: one of {', '.join(STATES)}")
         now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
@@ -136,7 +138,9 @@ class TimerInspectMixin:
             if start_ms is not None and (m.due_ms is None or m.due_ms < start_ms):
                 return False
             return end_ms is None or (m.due_ms is not None and m.due_ms < end_ms)
-        return [m for m in rows if keep(m)]
+        kept = ScheduledList(m for m in rows if keep(m))
+        kept.capped, kept.walked_to = rows.capped, rows.walked_to
+        return kept
 
 
 __all__ = ["STATES", "ScheduledMessage", "TimerInspectMixin", "TIMER_TOPIC"]

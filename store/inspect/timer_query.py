@@ -111,7 +111,15 @@ def _walk(inspector, max_records: int):
     return wheel_by_phy, wheel_by_key, copies, walked_to
 
 
-def collect_scheduled(inspector, files, now_ms: int, max_records: int) -> list:
+class ScheduledList(list):
+    """`scheduled_messages`' rows; `capped` says the commit-log walk stopped at its record cap
+    before the log's end (`walked_to`), so messages stored after that are missing."""
+
+    capped: bool = False
+    walked_to: int = 0
+
+
+def collect_scheduled(inspector, files, now_ms: int, max_records: int) -> ScheduledList:
     wheel_by_phy, wheel_by_key, copies, walked_to = _walk(inspector, max_records)
     log = files.log
     units_by_offset: dict[int, int] = {}
@@ -122,7 +130,9 @@ def collect_scheduled(inspector, files, now_ms: int, max_records: int) -> list:
     recovery = files.recovery
     precision = files.precision_ms
     deleted = _deleted_keys(wheel_by_phy)
-    rows = []
+    rows = ScheduledList()
+    rows.walked_to = walked_to
+    rows.capped = walked_to < inspector._commit_log.max_offset()
     for uniq, phy in wheel_by_key.items():
         request = wheel_by_phy[phy]
         props = request.properties or {}
@@ -139,7 +149,7 @@ def collect_scheduled(inspector, files, now_ms: int, max_records: int) -> list:
         elif recovery is not None and unit_pos is not None and unit_pos not in reached:
             state, reason = "orphaned", f"no slot chain reaches its timer-log unit at {unit_pos}"
         elif recovery is not None and unit_pos is not None and due_ms is not None and \
-                due_ms // precision * precision < recovery.curr_read_time_ms:
+                due_ms // precision * precision < recovery.curr_read_time_ms and not rows.capped:
             state, reason = "orphaned", (f"the timer read past its slot (read time "
                                          f"{recovery.curr_read_time_ms}) and no copy was delivered")
         elif recovery is not None and unit_pos is None and \
