@@ -20,6 +20,7 @@ DEMO_PROPERTY = "scheduledDemoSeq"      # marks a message produced on this page,
 MAX_FIND_MESSAGES = 512                 # how far past the queue's old end we look for it
 MAX_BODY_BYTES = 4096
 PENDING_ROWS = 50                       # pending messages listed for one level
+CHAIN_ROWS = 200                        # timer-log units listed for one wheel slot
 
 
 def format_delay(delay_ms: int) -> str:
@@ -145,3 +146,70 @@ def find_delivered(store, topic: str, queue_id: int, from_offset: int, sequence:
 
 def timer_views_available(inspector) -> bool:
     return callable(getattr(inspector, "timer_wheel", None))
+
+
+MAX_WHEEL_SLOTS_SHOWN = 2000    # slots drawn and listed (the nearest to now)
+MAX_SLOTS_WALKED = 300          # slots whose chain is walked to count units when num is 0
+MAX_CHAIN_UNITS_COUNTED = 10_000
+
+
+def wheel_rows(inspector, slots, now_ms: int, zone: dt.tzinfo = dt.timezone.utc) -> list[dict]:
+    """One row per non-empty wheel slot (`WheelSlot`s), the MAX_WHEEL_SLOTS_SHOWN nearest to now,
+    in time order. `count` is the slot's num, or (num 0, as recovery leaves the slots it rebuilds)
+    the length of its chain in the timer log, walked for at most MAX_SLOTS_WALKED slots."""
+    chosen = sorted(slots, key=lambda s: abs(s.time_ms - now_ms))[:MAX_WHEEL_SLOTS_SHOWN]
+    rows = []
+    walked = 0
+    for slot in sorted(chosen, key=lambda s: s.time_ms):
+        count, source = slot.num, "num"
+        if count == 0 and walked < MAX_SLOTS_WALKED:
+            walked += 1
+            count = len(inspector.timer_chain(slot.time_ms, MAX_CHAIN_UNITS_COUNTED))
+            source = "chain"
+        rows.append({"slot": slot.index, "slot time": format_time(slot.time_ms, zone),
+                     "countdown": format_countdown(slot.time_ms, now_ms), "messages": count,
+                     "counted from": source, "first pos": slot.first_pos, "last pos": slot.last_pos,
+                     "time_ms": slot.time_ms})
+    return rows
+
+
+def wheel_figure(rows: list[dict], now_ms: int, read_time_ms: int | None,
+                 zone: dt.tzinfo = dt.timezone.utc) -> go.Figure:
+    """A timeline of the wheel's non-empty slots, bars coloured by their message count, with "now"
+    (and the timer's recovered read time) marked."""
+    def when(ms: int) -> dt.datetime:
+        return dt.datetime.fromtimestamp(ms / 1000, zone)
+
+    counts = [row["messages"] for row in rows]
+    figure = go.Figure(go.Bar(
+        x=[when(row["time_ms"]) for row in rows], y=counts,
+        marker=dict(color=counts, colorscale="Viridis", showscale=bool(rows),
+                    colorbar=dict(title="messages")),
+        hovertext=[f"slot {row['slot']}: {row['messages']} message(s)" for row in rows]))
+    marks = [("now", now_ms, "#d62728")]
+    if read_time_ms:
+        marks.append(("timer read time", read_time_ms, "#7f7f7f"))
+    for label, ms, color in marks:
+        figure.add_shape(type="line", x0=when(ms), x1=when(ms), y0=0, y1=1, yref="paper",
+                         line=dict(color=color, dash="dash"))
+        figure.add_annotation(x=when(ms), y=1, yref="paper", text=label, showarrow=False,
+                              yanchor="bottom", font=dict(color=color))
+    figure.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10), xaxis_title="slot time",
+                         yaxis_title="messages", title="Timer wheel: non-empty slots")
+    return figure
+
+
+def chain_rows(units, zone: dt.tzinfo = dt.timezone.utc) -> list[dict]:
+    """A slot's timer-log units (`TimerLogUnit`s), newest first."""
+    return [{"timer log pos": u.pos, "prev pos": u.prev_pos,
+             "written": format_time(u.curr_write_time_ms, zone), "delay ms": u.delay_ms,
+             "due": format_time(u.due_time_ms, zone), "commit log offset": u.offset_py,
+             "bytes": u.size_py} for u in units]
+
+
+def state_counts(messages) -> dict[str, int]:
+    """Timer messages (`ScheduledMessage`s) per state."""
+    counts: dict[str, int] = {}
+    for message in messages:
+        counts[message.state] = counts.get(message.state, 0) + 1
+    return counts

@@ -7,9 +7,10 @@ import datetime as dt
 import streamlit as st
 
 from app.paths import InputError
-from app.scheduled_data import (PENDING_ROWS, build_delayed_message, find_delivered, format_countdown,
-                                format_time, level_choices, level_rows, levels_figure, pending_rows,
-                                timer_views_available)
+from app.scheduled_data import (CHAIN_ROWS, PENDING_ROWS, build_delayed_message, chain_rows,
+                                find_delivered, format_countdown, format_time, level_choices,
+                                level_rows, levels_figure, pending_rows, state_counts,
+                                timer_views_available, wheel_figure, wheel_rows)
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import frame, say
 
@@ -137,9 +138,59 @@ if sent and can_produce:
         else:
             say("error", "{}: {}", result.status.value, result.error)
 
+
+
+@st.fragment(run_every=5 if live else None)
+def wheel_panel() -> None:
+    inspector = store.inspect
+    try:
+        inspector.timer_refresh()
+        state = inspector.timer_state()
+        slots = inspector.timer_wheel()
+        recovered = not slots
+        if recovered:                      # no wheel file: the slots recovery rebuilds in memory
+            slots = inspector.timer_wheel(after_recovery=True)
+        now_ms = store.clock_ms()
+        rows = wheel_rows(inspector, slots, now_ms, zone)
+    except EXPECTED_ERRORS as error:
+        user_error(error)
+        return
+    say("caption", "Timer store state: {}; precision {} ms; slots shown {}.", state["state"],
+        state.get("precision_ms"), "as recovery rebuilds them" if recovered else "as stored")
+    for problem in state.get("problems", []):
+        say("warning", "{}", problem)
+    cols = st.columns(3)
+    cols[0].metric("Non-empty slots", len(slots))
+    cols[1].metric("Timer-log units", state.get("timer_log_units", 0))
+    cols[2].metric("Timer read time", format_time(state.get("curr_read_time_ms"), zone))
+    st.plotly_chart(wheel_figure(rows, now_ms, state.get("curr_read_time_ms"), zone),
+                    key="sc_wheel_figure")
+    if not rows:
+        return
+    frame([{k: v for k, v in row.items() if k != "time_ms"} for row in rows])
+    labels = [f"{row['slot time']} ({row['messages']})" for row in rows]
+    chosen = st.selectbox("Slot chain", labels, key="sc_slot")
+    row = rows[labels.index(chosen) if chosen in labels else 0]
+    try:
+        units = inspector.timer_chain(row["time_ms"], CHAIN_ROWS)
+    except EXPECTED_ERRORS as error:
+        user_error(error)
+        return
+    frame(chain_rows(units, zone))
+
+
 st.header("Timer wheel (5.x)")
 if not timer_views_available(store.inspect):
     st.caption("Not available: this build has no timer-store inspection views "
-               "(store.inspect.timer_wheel()) yet.")
+               "(store.inspect.timer_wheel()).")
 elif store.style != "5.x":
     st.caption("The timer wheel belongs to 5.x-format stores; this one is 4.9.")
+else:
+    wheel_panel()
+    if st.button("Count timer messages by state (reads the commit log once)", key="sc_count"):
+        try:
+            messages = store.inspect.scheduled_messages(now_ms=store.clock_ms())
+        except EXPECTED_ERRORS as error:
+            user_error(error)
+        else:
+            frame([{"state": k, "messages": v} for k, v in state_counts(messages).items()])

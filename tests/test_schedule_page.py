@@ -11,8 +11,9 @@ import time
 import pytest
 
 from app.paths import InputError
-from app.scheduled_data import (build_delayed_message, format_countdown, format_delay, format_time,
-                                level_rows, levels_figure, pending_rows)
+from app.scheduled_data import (build_delayed_message, chain_rows, format_countdown, format_delay,
+                                format_time, level_rows, levels_figure, pending_rows, state_counts,
+                                wheel_figure, wheel_rows)
 from store.inspect.scheduled import DelayLevelView, ScheduledUnit
 from tests.fixtures_util import REPO_ROOT, copy_store, fixture_dirs, tree_fingerprint
 
@@ -95,15 +96,9 @@ def test_a_read_only_fixture_shows_its_levels_and_changes_nothing(tmp_path):
     fixture = [d for d in fixture_dirs() if "4.9.7" in d][0]
     root = copy_store(fixture, str(tmp_path))
     before = tree_fingerprint(root)
-    at = visit_scheduled()
-    at.text_input(key="picker_path").input(root)
-    at.radio(key="picker_mode").set_value("read-only")
-    [opener] = [b for b in at.button if b.label == "Open"]
-    opener.click()
-    at.run()
-    at.switch_page("../pages/scheduled.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _open_read_only(visit_scheduled(), root, os.path.join(fixture, "store.properties"))
+    assert not at.error, [e.value for e in at.error]
+    assert list(at.dataframe[0].value["level"]) == list(range(1, 19))
     assert any("Read-only view" in i.value for i in at.info)
     [button] = [b for b in at.button if b.label == "Send delayed"]
     assert button.disabled
@@ -156,3 +151,55 @@ def test_build_delayed_message():
     message = build_delayed_message("T", 2, 3, 18, "hi", "", 7)
     assert (message.topic, message.queue_id, message.body, message.tags) == ("T", 2, b"hi", None)
     assert message.properties == {"DELAY": "3", "scheduledDemoSeq": "7"}
+
+
+def _open_read_only(at: AppTest, root: str, properties: str) -> AppTest:
+    at.text_input(key="picker_path").input(root)
+    at.radio(key="picker_mode").set_value("read-only")
+    at.text_input(key="picker_props").input(properties)
+    [opener] = [b for b in at.button if b.label == "Open"]
+    opener.click()
+    at.run()
+    at.switch_page("../pages/scheduled.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_a_5x_timer_store_shows_its_wheel_and_counts_messages(tmp_path):
+    [fixture] = [d for d in fixture_dirs() if d.endswith("timer-clean")]
+    root = copy_store(fixture, str(tmp_path))
+    before = tree_fingerprint(root)
+    at = _open_read_only(visit_scheduled(), root, os.path.join(fixture, "store.properties"))
+    assert at.session_state["sc_zone"] == "UTC" and not at.error, [e.value for e in at.error]
+    assert any("5.x-format store" in i.value for i in at.info)
+    assert any("Timer store state" in c.value for c in at.caption), [c.value for c in at.caption]
+    wheel = at.dataframe[-2].value
+    assert len(wheel) == 34 and (wheel["messages"] > 0).all()
+    assert list(at.dataframe[-1].value.columns)[:2] == ["timer log pos", "prev pos"]
+    [count] = [b for b in at.button if b.label.startswith("Count timer messages")]
+    count.click()
+    at.run()
+    assert not at.exception
+    counts = dict(zip(at.dataframe[-1].value["state"], at.dataframe[-1].value["messages"]))
+    assert sum(counts.values()) == 98 and counts["delivered"] == 73
+    assert tree_fingerprint(root) == before
+
+
+def test_wheel_helpers():
+    from store.timer.codec import TimerLogUnit, WheelSlot
+
+    class Inspector:
+        def timer_chain(self, slot_time_ms, max_units):
+            return [None] * 3 if slot_time_ms == 2000 else []
+
+    slots = [WheelSlot(2, 2, 2000, 0, 52, 0, 0), WheelSlot(1, 1, 1000, 0, 0, 5, 0)]
+    rows = wheel_rows(Inspector(), slots, now_ms=1500)
+    assert [(r["slot"], r["messages"], r["counted from"], r["countdown"]) for r in rows] == \
+        [(1, 5, "num", "due now"), (2, 3, "chain", "in 0.5 s")]
+    figure = wheel_figure(rows, 1500, 1200)
+    assert list(figure.data[0].y) == [5, 3]
+    assert [a.text for a in figure.layout.annotations] == ["now", "timer read time"]
+    unit = TimerLogUnit(52, 52, 0, 1, 1000, 2000, 4096, 300, 7, 0)
+    assert chain_rows([unit])[0]["due"] == "1970-01-01 00:00:03.000 UTC"
+    assert state_counts([]) == {}
