@@ -22,6 +22,7 @@ VERDICT_STYLE = {   # verdict prefix -> (legend name, colour, symbol)
 COLOR_SLOT = "#4c78a8"
 MAX_HOPS_DRAWN_PER_FILE = 30
 MAX_HEIGHT_PX = 760
+WIDE_LABELS_UP_TO_FILES = 3       # beyond this many columns a hop is labelled by its entry number only
 
 
 def _style(verdict: str) -> tuple[str, str, str]:
@@ -36,7 +37,7 @@ def _arrow(fig: go.Figure, start: tuple[float, float], end: tuple[float, float],
     fig.add_annotation(x=end[0], y=end[1], ax=start[0], ay=start[1], xref="x", yref="y", axref="x",
                        ayref="y", showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.5,
                        arrowcolor=color, standoff=9, startstandoff=9, text="",
-                       opacity=0.6 if dash else 1.0)
+                       opacity=0.35 if dash else 1.0)
 
 
 def chain_walk_figure(walk) -> go.Figure:
@@ -57,7 +58,7 @@ def chain_walk_figure(walk) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[column], y=[0], mode="markers+text", showlegend=column == 0, name="hash slot",
             marker=dict(symbol="square", size=26, color=COLOR_SLOT),
-            text=[f"slot {walk.slot}" + ("" if len(hops) else " (empty)")],
+            text=["" if len(hops) else "empty"],
             textposition="middle right", textfont=dict(size=11),
             hovertemplate=f"{file_name}<br>slot {walk.slot} holds entry {first_entry}<extra></extra>"))
         if previous_tail is not None:
@@ -69,7 +70,8 @@ def chain_walk_figure(walk) -> go.Figure:
                 x=[column], y=[row_number], mode="markers+text", name=name,
                 showlegend=name not in legend_seen, legendgroup=name,
                 marker=dict(symbol=symbol, size=16, color=color, line=dict(width=2, color=color)),
-                text=[f"#{int(hop['entry'])} (prevIndex {int(hop['prev_entry'])})"],
+                text=[f"#{int(hop['entry'])}" + (f" (prevIndex {int(hop['prev_entry'])})"
+                                                 if len(files) <= WIDE_LABELS_UP_TO_FILES else "")],
                 textposition="middle right",
                 hovertemplate=(f"{file_name} entry {int(hop['entry'])}<br>keyHash {int(hop['key_hash'])}"
                                f"<br>phy_offset {int(hop['phy_offset']):,}<br>{hop['store_time']}"
@@ -94,7 +96,8 @@ def chain_walk_figure(walk) -> go.Figure:
                    range=[-0.5, max(len(files), 1) - 0.3], title="index file (newest left)",
                    showgrid=False, zeroline=False),
         yaxis=dict(autorange="reversed", tickmode="array", tickvals=list(range(deepest + 1)),
-                   ticktext=["slot"] + [f"hop {n}" for n in range(1, deepest + 1)], showgrid=False,
+                   ticktext=[f"slot {walk.slot}"] + [f"hop {n}" for n in range(1, deepest + 1)],
+                   showgrid=False,
                    zeroline=False),
         legend=dict(orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0),
         plot_bgcolor="white")

@@ -339,7 +339,8 @@ def test_chain_walk_figure_draws_slot_hops_arrows_and_verdicts():
                    ("20260101000002000", "20260101000001000", "20260101000000000"))
     fig = chain_walk_figure(walk)
     slots = [t for t in fig.data if t.name == "hash slot"]
-    assert [t.x[0] for t in slots] == [0, 1, 2] and slots[2].text[0] == "slot 3 (empty)"
+    assert [t.x[0] for t in slots] == [0, 1, 2] and [t.text[0] for t in slots] == ["", "", "empty"]
+    assert fig.layout.yaxis.ticktext[0] == "slot 3"
     hops = {(t.x[0], t.y[0]): (t.name, t.text[0]) for t in fig.data if t.name != "hash slot"}
     assert hops == {(0, 1): ("hash collision (same hash, other key)", "#9 (prevIndex 4)"),
                     (0, 2): ("real match", "#4 (prevIndex 0)"),
