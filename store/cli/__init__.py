@@ -17,6 +17,7 @@ parser and `set_defaults(func=callable(args) -> int)`.
 | `mqadmin`  | mqadmin's store-side verbs by their own names and short flags (camelCase):  |
 |            | message queries and prints (`mqadmin_msgs`), topic, consumer, broker and    |
 |            | cleanup status (`mqadmin_status`)                                           |
+| `scheduled`| `queryTimerMsg`: the 5.x timer store's messages and their state             |
 
 May import: the facade (`store.message_store`, `store.api`, `store.config`, `store.errors`),
 `store.inspect`, `store.tools`, `store.check.run` (findings), `store.meta.lockfile` (to refuse while a

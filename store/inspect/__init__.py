@@ -12,6 +12,8 @@ Two doors, one per situation an operator is in:
 |         | would not delete now (the cleanup service's own decisions)                           |
 | `scheduled` | `ScheduledViewsMixin` of `StoreInspector`: delay levels (pending, delivered offset,   |
 |         | next due time) from the running schedule service or `config/delayOffset.json`      |
+| `timer` | `TimerInspectMixin` of `StoreInspector` [5.x]: timer wheel, slot chains, timercheck,     |
+|         | scheduled messages and their state (`timer_query` builds the rows)                      |
 | `raw`   | functions over a store *directory* that need no open store (`rmqstore dump`): records,   |
 |         | consume-queue units and index entries as the files hold them, even when the engine      |
 |         | refuses to open the store                                                               |
@@ -21,7 +23,7 @@ nothing here writes, and every walk is bounded. The UI (`app/`, `pages/`) and th
 use this package instead of the commit log, consume queues, index service or mapped files.
 
 May import: the structures (`store.commitlog`, `store.consumequeue`, `store.index`, `store.mappedfile`,
-`store.meta` for delayOffset.json),
+`store.meta` for delayOffset.json, `store.timer` for the 5.x timer files),
 `store.check` (its raw commit-log view), `store.codec`, `store.kernel`, `store.errors`. Never the
 services, and never `store.message_store` (which builds a `StoreInspector` from its parts).
 """

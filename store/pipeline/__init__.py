@@ -11,6 +11,7 @@ migrate) write to a directory they are given, never into the store they read.
 | `arrowkit`, `hosts`, `properties_vec`                     | numpy -> Arrow building blocks              |
 | `frames`                                                  | the decoders outside Spark: Arrow tables and pandas frames |
 | `spark_sources`, `streaming`, `source_options`            | `spark.read/readStream.format("rocketmq-...")` |
+| `source_timerlog`                                         | `rocketmq-timerlog`: the 5.x timer log's units |
 | `jobs_export`, `jobs_stats`, `jobs_rebuild`, `jobs_verify`, `jobs_migrate` | the jobs                  |
 | `session`, `progress`, `cli`                              | the SparkSession, a progress bar, `rmqstore spark ...` |
 | `synthetic`                                               | synthetic logs for tests                     |
