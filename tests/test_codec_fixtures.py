@@ -21,6 +21,9 @@ from store.codec import record_check
 from store.codec.javahash import tags_code
 from store.codec.msgid import decode_message_id
 from store.codec.properties import decode_properties, encode_properties, java_hashmap_order
+from store.dledger.entries import walk_entries
+from store.dledger.entry_codec import ENTRY_HEADER_BYTES
+from store.dledger.layout import find_data_dir
 from tests.fixtures_util import dump_message_body, fixture_dirs, fixture_id, load_dump
 
 FIXTURES = fixture_dirs()
@@ -45,6 +48,9 @@ class Walk:
 
 @functools.cache
 def walk(fixture: str) -> Walk:
+    dledger_data = find_data_dir(os.path.join(fixture, "store"))
+    if dledger_data is not None:
+        return walk_dledger(dledger_data)
     directory = os.path.join(fixture, "store", "commitlog")
     names = sorted(name for name in os.listdir(directory) if name.isdigit())
     records, blanks = [], []
@@ -65,6 +71,31 @@ def walk(fixture: str) -> Walk:
             position += result.size
             assert position <= len(segment)
     return Walk(records, blanks, (names[-1] if names else "", -1))
+
+
+def walk_dledger(directory: str) -> Walk:
+    """A DLedger log (enableDLegerCommitLog): the record inside each entry, at entry pos + 48;
+    BLANKs are DLedger's (magic -1, then the bytes left)."""
+    files = []
+    for name in sorted(n for n in os.listdir(directory) if n.isdigit()):
+        with open(os.path.join(directory, name), "rb") as handle:
+            files.append((int(name), handle.read(), os.path.getsize(handle.name), name))
+    records, blanks = [], []
+    for step, number, position, what in walk_entries(files):
+        segment = files[number][1]
+        if step == "entry":
+            body = position + ENTRY_HEADER_BYTES
+            result = record_check.check_message(segment, body, check_crc=True,
+                                                limit=position + what.size)
+            if result.kind != record_check.CHECK_RECORD:
+                return Walk(records, blanks, (files[number][3], body))
+            records.append(Walked(what.body_pos, segment, body, result))
+        elif step == "blank":
+            blanks.append((position, int.from_bytes(segment[position + 4:position + 8], "big"),
+                           len(segment)))
+        else:
+            return Walk(records, blanks, (files[number][3], position))
+    return Walk(records, blanks, ("", -1))
 
 
 @functools.cache
