@@ -194,7 +194,9 @@ def wheel_figure(rows: list[dict], now_ms: int, read_time_ms: int | None,
                          line=dict(color=color, dash="dash"))
         figure.add_annotation(x=when(ms), y=1, yref="paper", text=label, showarrow=False,
                               yanchor="bottom", font=dict(color=color))
-    figure.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10), xaxis_title="slot time",
+    zone_name = dt.datetime.now(zone).tzname() or ""
+    figure.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10),
+                         xaxis_title=f"slot time ({zone_name})",
                          yaxis_title="messages", title="Timer wheel: non-empty slots")
     return figure
 

@@ -200,6 +200,7 @@ def test_wheel_helpers():
     figure = wheel_figure(rows, 1500, 1200)
     assert list(figure.data[0].y) == [5, 3]
     assert [a.text for a in figure.layout.annotations] == ["now", "timer read time"]
+    assert figure.layout.xaxis.title.text == "slot time (UTC)"
     unit = TimerLogUnit(52, 52, 0, 1, 1000, 2000, 4096, 300, 7, 0)
     assert chain_rows([unit])[0]["due"] == "1970-01-01 00:00:03.000 UTC"
     assert state_counts([]) == {}
