@@ -265,7 +265,12 @@ def test_every_finding_says_restart_and_repair(tmp_path):
 @pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_id)
 def test_every_finding_of_a_damaged_fixture_has_restart_advice(fixture, tmp_path):
     root = copy_store(fixture, tmp_path)
-    _patch(os.path.join(root, SEGMENT0), 11, b"\x55")
+    from store.dledger.layout import find_data_dir
+    dledger = find_data_dir(root)       # a DLedger log: the first record is at entry pos + 48
+    if dledger is not None:
+        _patch(os.path.join(dledger, sorted(os.listdir(dledger))[0]), 48 + 11, b"\x55")
+    else:
+        _patch(os.path.join(root, SEGMENT0), 11, b"\x55")
     findings = check_config(store_config(fixture, root))
     assert has_errors(findings)
     assert all(f.on_restart for f in findings), [f for f in findings if not f.on_restart]
