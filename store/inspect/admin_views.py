@@ -240,7 +240,8 @@ class AdminViewsMixin:
             "dispatch_behind_bytes": self._reput.behind_bytes(),
             "earliest_message_time_ms": earliest if earliest >= 0 else None,
             "commit_log_files": len(queue.files),
-            "commit_log_disk_ratio": None if ratio_of is None else ratio_of(self.config.commit_log_dir),
+            # The log's own directory: DLedger's data path on a DLedger store (getRuntimeInfo).
+            "commit_log_disk_ratio": None if ratio_of is None else ratio_of(queue.directory),
             "consume_queue_disk_ratio": None if ratio_of is None else
             ratio_of(self.config.consume_queue_dir),
             "disk_full": None if cleanup is None else cleanup.disk_full,
