@@ -625,7 +625,9 @@ def test_health_page_shows_the_damage(tmp_path):
     at = start_app()
     open_store(at, root, "read-only", os.path.join(fixture, "store.properties"))
     visit(at, "health")
-    findings = at.session_state["health_findings"]
+    kept = at.session_state["health_findings"]
+    # The page keeps (store key, findings frame) so another store's findings are never shown.
+    findings = kept[1] if isinstance(kept, tuple) else kept
     assert findings is not None and not findings.empty
     assert ((findings["component"] == "commitlog") & (findings["severity"] == "error")).any()
     from app.ui.state import get_registry
