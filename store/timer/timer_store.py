@@ -131,6 +131,7 @@ class TimerReader:
         self._consume_queues = consume_queues
         self._clock_ms = clock_ms
         self._files: TimerFiles | None = None
+        self._timer_queues: set[int] | None = None
 
     @classmethod
     def for_store(cls, config, read_record, consume_queues, clock_ms) -> "TimerReader":
@@ -145,6 +146,7 @@ class TimerReader:
 
     def files(self) -> TimerFiles:
         if self._files is None:
+            self._timer_queues = None
             self._files = open_timer_files(
                 self.root, file_size_bytes=self.file_size_bytes, precision_ms=self.precision_ms,
                 now_ms=self._clock_ms(), read_message=self._message_queue_offset,
@@ -169,7 +171,9 @@ class TimerReader:
 
     def _has_timer_queue(self, queue_id: int) -> bool:
         from store.timer.codec import TIMER_TOPIC
-        return (TIMER_TOPIC, queue_id) in set(self._consume_queues.queues())
+        if self._timer_queues is None:       # once per read: recovery may probe 20,000 units
+            self._timer_queues = {q for t, q in self._consume_queues.queues() if t == TIMER_TOPIC}
+        return queue_id in self._timer_queues
 
     def _cq_unit(self, queue_id: int, queue_offset: int):
         from store.timer.codec import TIMER_TOPIC
