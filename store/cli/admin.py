@@ -75,7 +75,7 @@ def cmd_check(args) -> int:
     else:
         table = [{**row, "repair": row["repair"] or (NO_REPAIR if row["severity"] == "error"
                                                      else "-")} for row in rows]
-        print_table(table, FINDING_COLUMNS, wrap=("message", "on_restart", "repair"))
+        print_table(table, FINDING_COLUMNS, wrap=("message", "on_restart"))   # a command stays whole
         print(f"\n{counts['error']} errors, {counts['warning']} warnings, {counts['info']} info")
     return 1 if has_errors(findings) else 0
 
