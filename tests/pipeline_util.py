@@ -99,7 +99,9 @@ def compare_with_dump(rows: list[dict], fixture: Path, store_dir: Path) -> list[
 
 
 def _raw_record(store_dir: Path, row: dict) -> bytes:
-    with open(store_dir / "commitlog" / row["file_name"], "rb") as handle:
+    from store.pipeline.layout import list_commit_log      # a DLedger store: its data files
+    paths = {os.path.basename(s.path): s.path for s in list_commit_log(store_dir)}
+    with open(paths[row["file_name"]], "rb") as handle:
         handle.seek(row["position"])
         return handle.read(row["store_size"])
 

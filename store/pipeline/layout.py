@@ -28,6 +28,7 @@ class SegmentFile:
     path: str
     file_from_offset: int
     size_bytes: int
+    dledger: bool = False       # a DLedger data file: records sit inside entries (dledger_scan)
 
     @property
     def name(self) -> str:
@@ -65,8 +66,17 @@ def list_segments(directory: str | os.PathLike) -> list[SegmentFile]:
 
 
 def list_commit_log(store_dir: str | os.PathLike) -> list[SegmentFile]:
-    """Commit-log segments of a store root (`<root>/commitlog`)."""
-    return list_segments(commit_log_dir(store_dir))
+    """Commit-log segments of a store root (`<root>/commitlog`); for a DLedger store (no segment
+    there, one `dledger-*/data`), its data files, marked `dledger`."""
+    segments = list_segments(commit_log_dir(store_dir))
+    if segments:
+        return segments
+    from store.dledger.layout import find_data_dir
+    data_dir = find_data_dir(os.fspath(store_dir))
+    if data_dir is None:
+        return []
+    return [SegmentFile(s.path, s.file_from_offset, s.size_bytes, True)
+            for s in list_segments(data_dir)]
 
 
 def list_queues(store_dir: str | os.PathLike, topics: set[str] | None = None) -> list[QueueFiles]:

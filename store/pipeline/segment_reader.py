@@ -31,6 +31,7 @@ class SegmentSplit:
     file_from_offset: int
     start_position: int = 0
     stop_position: int | None = None
+    dledger: bool = False           # a whole DLedger data file (store.pipeline.dledger_scan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +96,13 @@ class SegmentReader:
         buf = map_file(self.split.path)
         stop = len(buf) if self.split.stop_position is None else min(self.split.stop_position + 65536, len(buf))
         populate(buf, self.split.start_position, stop)
-        scanner = RecordScanner(buf, self.split.start_position, self.split.stop_position,
-                                check_crc=self.check_crc, batch_bytes=self.batch_bytes)
+        if self.split.dledger:
+            from store.pipeline.dledger_scan import DLedgerScanner
+            scanner = DLedgerScanner(buf, self.split.file_from_offset, self.split.path,
+                                     check_crc=self.check_crc)
+        else:
+            scanner = RecordScanner(buf, self.split.start_position, self.split.stop_position,
+                                    check_crc=self.check_crc, batch_bytes=self.batch_bytes)
         decoder = RecordDecoder(buf, self.split.file_from_offset, os.path.basename(self.split.path))
         for rows in scanner.batches():
             part = ScanLayout(rows)
@@ -116,6 +122,9 @@ def plan_splits(segments: list[SegmentFile], split_bytes: int = DEFAULT_SPLIT_BY
     """
     splits = []
     for segment in segments:
+        if segment.dledger:             # entry boundaries need the walk from the file's start
+            splits.append(SegmentSplit(segment.path, segment.file_from_offset, dledger=True))
+            continue
         if segment.size_bytes <= split_bytes:
             splits.append(SegmentSplit(segment.path, segment.file_from_offset))
             continue
