@@ -41,6 +41,8 @@ def replay(fixture: str, root: str):
         # The log also holds the deliveries the broker's timer threads wrote at its own wall clock
         # (not in messages.jsonl), and the engine does not host the timer's put-time rewrite.
         pytest.skip("a timer fixture's deliveries cannot be replayed through puts")
+    if any(name.startswith("dledger-") for name in os.listdir(os.path.join(fixture, "store"))):
+        pytest.skip("not applicable: the engine does not write DLedger stores")
     with open(os.path.join(fixture, "write-result.json"), encoding="utf-8") as handle:
         written = json.load(handle)["results"]
     with open(os.path.join(fixture, "messages.jsonl"), encoding="utf-8") as handle:
