@@ -79,17 +79,31 @@ def _first_record_store_timestamp(mapped: MappedFile) -> tuple[int, int] | None:
 
 def choose_abnormal_start(files: list[MappedFile], *, min_timestamp: int,
                           max_phy_offset_in_cq: int | None = None) -> int:
-    """Index of the segment abnormal recovery starts from (spec §11.3)."""
+    """Index of the segment abnormal recovery starts from (spec §11.3).
+
+    RocksDB mode: RocketMQ 5.x starts at the last segment whose first record lies at or below
+    the consume queue's max physical offset. We start at the earlier of that one and the one the
+    checkpoint's timestamps give: RocksDB's WAL can survive a power cut that the commit log's
+    unflushed pages did not, and a start from the queue's end alone would never see the lost
+    bytes before it (the recovered log would keep a hole, and units pointing into it)."""
+    by_time = _start_by_timestamp(files, min_timestamp)
+    if max_phy_offset_in_cq is None:
+        return by_time
+    for index in range(len(files) - 1, -1, -1):
+        head = files[index].read(0, 36, unchecked=True)
+        magic = int.from_bytes(head[4:8], "big", signed=True)
+        phy = int.from_bytes(head[28:36], "big", signed=True)
+        if magic in (msgcodec.MESSAGE_MAGIC_V1, msgcodec.MESSAGE_MAGIC_V2) and \
+                phy <= max_phy_offset_in_cq:
+            return min(index, by_time)
+    return 0
+
+
+def _start_by_timestamp(files: list[MappedFile], min_timestamp: int) -> int:
+    """The last segment whose first record is at or before `min_timestamp` (RocketMQ 4.9.7's
+    `isMappedFileMatchedRecover`), else 0."""
     for index in range(len(files) - 1, -1, -1):
         mapped = files[index]
-        if max_phy_offset_in_cq is not None:
-            head = mapped.read(0, 36, unchecked=True)
-            magic = int.from_bytes(head[4:8], "big", signed=True)
-            phy = int.from_bytes(head[28:36], "big", signed=True)
-            if magic in (msgcodec.MESSAGE_MAGIC_V1, msgcodec.MESSAGE_MAGIC_V2) and \
-                    phy <= max_phy_offset_in_cq:
-                return index
-            continue
         first = _first_record_store_timestamp(mapped)
         if first is None:
             continue
