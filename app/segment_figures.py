@@ -244,10 +244,12 @@ def _segment_pieces(segments: Sequence, x0: float, x1: float) -> list[tuple[str,
 
 
 def recovery_segments_figure(segments_before: Sequence, segments_after: Sequence,
-                             before: Mapping[str, int], after: Mapping[str, int]) -> go.Figure:
+                             before: Mapping[str, int], after: Mapping[str, int],
+                             cut_bytes: int | None = None) -> go.Figure:
     """The recovery lab's pointers on the segments: a lane for the files as the crash left them and
-    one for the files after recovery, each with its pointers as markers, and the torn tail recovery
-    cut (from the valid end to the old file end) shaded and labelled in bytes."""
+    one for the files after recovery, each with its pointers as markers, and what recovery cut after
+    the valid end shaded and labelled in bytes: `cut_bytes` (the report's dirty bytes), or by default
+    everything from the valid end to the old file end."""
     fig = go.Figure()
     values = [v for state in (before, after) for v in state.values() if v is not None and v >= 0]
     if not values:
@@ -284,12 +286,19 @@ def recovery_segments_figure(segments_before: Sequence, segments_after: Sequence
             shown.add(name)
     cut_from = after.get("valid end (scan)")
     cut_to = before.get("file end (max wrote)")
-    if cut_from is not None and cut_to is not None and cut_to > cut_from >= 0:
+    if cut_bytes is not None and cut_from is not None:
+        cut_to = cut_from + cut_bytes
+    if cut_bytes == 0 and cut_from is not None and cut_from >= 0:
+        fig.add_vline(x=cut_from, line_color=POINTER_COLORS["flushed"], line_width=2)
+        fig.add_annotation(x=cut_from, y=1.02, yref="paper", showarrow=False, xanchor="left",
+                           text=f"<b>valid up to {cut_from:,}: nothing to cut</b>",
+                           font=dict(color=POINTER_COLORS["flushed"]))
+    elif cut_from is not None and cut_to is not None and cut_to > cut_from >= 0:
         fig.add_vrect(x0=cut_from, x1=cut_to, fillcolor=COLOR_LAG, opacity=0.18, line_width=0)
         fig.add_vline(x=cut_from, line_color=COLOR_LAG, line_width=2)
         fig.add_annotation(x=cut_from, y=1.02, yref="paper", showarrow=False, xanchor="left",
-                           text=f"<b>recovery cut at {cut_from:,}: {cut_to - cut_from:,} bytes to "
-                                "the old file end dropped</b>", font=dict(color=COLOR_LAG))
+                           text=f"<b>recovery cut at {cut_from:,}: {cut_to - cut_from:,} bytes "
+                                "dropped</b>", font=dict(color=COLOR_LAG))
     fig.update_layout(barmode="overlay", bargap=0.45,
                       xaxis=dict(title="physical offset (bytes)", range=[x0, x1], tickformat=",d"),
                       yaxis=dict(autorange="reversed", type="category", fixedrange=True,

@@ -47,7 +47,8 @@ if lab is not None:
     st.caption(f"abort file before recovery: {'present' if result.abort_before else 'absent'}; "
                f"checkpoint before: {result.checkpoint_before}")
     st.plotly_chart(segment_figures.recovery_segments_figure(
-        result.segments_before, result.segments_after, result.before, result.after), key="lab_fig")
+        result.segments_before, result.segments_after, result.before, result.after,
+        cut_bytes=result.report_fields.get("truncated_bytes")), key="lab_fig")
     frame([{"pointer": k, "before": result.before.get(k), "after": result.after.get(k)}
            for k in sorted(set(result.before) | set(result.after))])
     st.subheader("What recovery did, step by step")

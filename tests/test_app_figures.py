@@ -320,6 +320,13 @@ def test_recovery_segments_figure_draws_the_cut_on_the_segments():
     rect = [s for s in fig.layout.shapes if s.type == "rect"]
     assert len(rect) == 1 and (rect[0].x0, rect[0].x1) == (1640, 2000)
     assert any("360 bytes" in a.text and "1,640" in a.text for a in fig.layout.annotations)
+    clean = segment_figures.recovery_segments_figure(before_files, after_files, before, after,
+                                                     cut_bytes=0)
+    assert not [s for s in clean.layout.shapes if s.type == "rect"]
+    assert any("nothing to cut" in a.text for a in clean.layout.annotations)
+    dirty = segment_figures.recovery_segments_figure(before_files, after_files, before, after,
+                                                     cut_bytes=72)
+    assert [(s.x0, s.x1) for s in dirty.layout.shapes if s.type == "rect"] == [(1640, 1712)]
     after_bars = [(t.name, t.base[0], t.x[0]) for t in fig.data
                   if t.type == "bar" and t.y[0] == "after recovery"]
     assert ("free", 1640, 360) in after_bars               # the cut tail is free space again

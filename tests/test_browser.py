@@ -378,7 +378,7 @@ def test_recovery_lab(server, page):
     _goto(page, server, "recovery_lab", "Recovery lab")
     _form(page).get_by_role("button", name="Copy, crash, damage, recover").click()
     page.get_by_role("heading", name="What recovery did, step by step").first.wait_for(
-        timeout=60_000)
+        timeout=180_000)      # a child process, two opens and a scan on two shared cores
     _wait_idle(page)
     page.get_by_role("heading", name="Before and after").first.scroll_into_view_if_needed()
     page.wait_for_timeout(500)
