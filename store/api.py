@@ -20,6 +20,10 @@ class Message:
     `keys` are business keys (indexed as `topic#key`); `tags` a single tag (its Java hash becomes the
     consume queue's tagsCode). Properties are user properties; TAGS, KEYS and (if given) UNIQ_KEY are
     added from the fields. `born_timestamp` defaults to the store's clock, `born_host` to 127.0.0.1:0.
+    `prepared_transaction_offset` is the PREPARED TRANSACTION OFFSET field: a broker's
+    `EndTransactionProcessor` sets it on the COMMIT / ROLLBACK record (sys_flag 0x8 / 0xC) to the
+    commit-log offset of the PREPARED (half) record it ends (`MessageExtBrokerInner.
+    setPreparedTransactionOffset`); 0 otherwise. The store writes it as given.
     """
 
     topic: str
@@ -32,6 +36,7 @@ class Message:
     sys_flag: int = 0
     born_timestamp: int | None = None
     born_host: str | None = None
+    prepared_transaction_offset: int = 0
 
     def key_list(self) -> list[str]:
         if isinstance(self.keys, str):

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from store.codec import java_properties
+from store.codec import java_properties, prop_crc
 from store.config_table import ENUM_VALUES, POSITIVE_FIELDS, PROPERTIES
 from store.errors import ConfigError
 
@@ -223,6 +223,13 @@ class StoreConfig:
     def unknown_keys(self) -> list[str]:
         """Keys of the source that no field models (kept in `unknown`, in source order)."""
         return list(self.unknown)
+
+    def recovery_crc_mode(self, style: str) -> int:
+        """The CRC check recovery makes (a `store.codec.prop_crc` CRC_* mode): none without
+        `checkCRCOnRecover`; the [5.x] `__CRC32#` record CRC with `forceVerifyPropCRC` on a 5.x
+        store (4.9.7 has no such setting); else BODYCRC."""
+        return prop_crc.crc_mode(self.check_crc_on_recover,
+                                 style == "5.x" and self.force_verify_prop_crc)
 
     # ---------------------------------------------------------------------------------- derived paths
     @property

@@ -45,7 +45,8 @@ class MessageStore(LookupsMixin):
             properties_style=self.style,
             allow_v2_records=self.style == "5.x" and cfg.auto_message_version_on_topic_len,
             delay_levels_ms=tuple(parse_delay_levels(cfg.message_delay_level)),
-            segment_size_bytes=cfg.mapped_file_size_commit_log)
+            segment_size_bytes=cfg.mapped_file_size_commit_log,
+            append_prop_crc=self.style == "5.x" and cfg.enabled_append_prop_crc)
         self._limits = TransferLimits(
             cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
             cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk,

@@ -15,6 +15,7 @@ from store.codec.message import (
     BLANK_MAGIC, CRC_MASK, HEAD_STRUCT, LONG_STRUCT, SCHEDULE_TOPIC, SIZE_MAGIC_STRUCT, DispatchRequest,
     field_layout, store_timestamp_position,
 )
+from store.codec.prop_crc import CRC_PROPERTY, check_property_crc
 from store.codec.properties import decode_properties
 from store.errors import CorruptDataError
 
@@ -58,8 +59,10 @@ def check_message(buf, position: int, *, check_crc: bool, limit: int | None = No
                   delay_levels_ms=DEFAULT_DELAY_LEVELS_MS) -> CheckResult:
     """RocketMQ's `checkMessageAndReturnSize` (spec §2.7) on the record at `position` of `buf`.
 
-    `limit` is the first position of `buf` that may not be read (a file's read position). The [5.x]
-    rule applies: a message whose TOTALSIZE reaches past `limit` is torn (size -1); a BLANK only needs
+    `check_crc` is a `store.codec.prop_crc` CRC_* mode (False/True: none/BODYCRC; CRC_PROPERTY: the
+    [5.x] `__CRC32#` record CRC of `forceVerifyPropCRC`, checked after the DELAY, before the length,
+    as in 5.3.3). `limit` is the first position of `buf` that may not be read (a file's read
+    position). The [5.x] rule applies: a message whose TOTALSIZE reaches past `limit` is torn (size -1); a BLANK only needs
     its 8 header bytes. `delay_levels_ms` gives SCHEDULE_TOPIC_XXXX records their delivery-time
     tagsCode (spec §4.3); a DELAY that Java cannot parse makes the record invalid, as in RocketMQ.
     Never raises for any bytes.
@@ -74,7 +77,8 @@ def check_message(buf, position: int, *, check_crc: bool, limit: int | None = No
         return _RESULT_INVALID
     _, _, body_crc, queue_id, _, queue_offset, phy_offset, sys_flag = HEAD_STRUCT.unpack_from(buf, position)
     body_position = layout.body_position
-    if check_crc and layout.body_length and body_crc != \
+    property_crc = check_crc == CRC_PROPERTY     # forceVerifyPropCRC: the record CRC, not BODYCRC
+    if check_crc and not property_crc and layout.body_length and body_crc != \
             zlib.crc32(buf[body_position:body_position + layout.body_length]) & CRC_MASK:
         return _RESULT_INVALID
     store_timestamp = LONG_STRUCT.unpack_from(buf, position + store_timestamp_position(sys_flag))[0]
@@ -93,6 +97,9 @@ def check_message(buf, position: int, *, check_crc: bool, limit: int | None = No
         if level > 0:
             tags_code = store_timestamp + delay_levels_ms[level - 1]
     total_size = layout.total_size
+    if property_crc and not check_property_crc(buf, properties, start + layout.properties_length,
+                                               total_size)[0]:
+        return _RESULT_INVALID
     if layout.computed_size != total_size:
         return CheckResult(CHECK_INVALID, total_size if total_size > 0 else -1, None)
     return CheckResult(CHECK_RECORD, total_size, DispatchRequest(

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from store.codec import message as msgcodec
-from store.codec import record_check
+from store.codec import prop_crc, record_check
 from store.codec.message import DispatchRequest
 from store.codec.msgid import msg_id_prefix
 from store.kernel import place
@@ -50,6 +50,7 @@ class RecordDraft:
     properties: dict | None     # None from the compiled encoder (no dispatcher reads it)
     delivery_delay_ms: int = -1     # >= 0 for SCHEDULE_TOPIC_XXXX: tagsCode = store time + delay
     store_timestamp_position: int = 56   # 48 + born host size (IPv6 born hosts move it)
+    seal_prop_crc: bool = False     # [5.x] enabledAppendPropCRC: fill the reserved `__CRC32#` digits
 
 
 # Not frozen: a frozen dataclass costs ~5x more to build, and one is built per message.
@@ -150,6 +151,12 @@ class CommitLog:
             key = (topic, queue_id)
             queue_offset = self.queue_offsets.get(key, 0) if queued else 0
             phy_offset = mapped.file_from_offset + position
+            if draft.seal_prop_crc:
+                # The CRC covers offsets and store time: set them in the record, then seal it
+                # (DefaultAppendMessageCallback.doAppend); `place` writes the same values again.
+                _PATCH_OFFSETS(record, msgcodec.QUEUE_OFFSET_POSITION, queue_offset, phy_offset)
+                _PATCH_LONG(record, draft.store_timestamp_position, store_timestamp)
+                prop_crc.seal(record)
             # Offsets and store time set in the segment, size and magic last: see module docstring.
             place(mapped.write_buffer if mapped.write_buffer is not None else mapped.buffer,
                   position, record, queue_offset, phy_offset, draft.store_timestamp_position,
@@ -202,6 +209,8 @@ class CommitLog:
                 _PATCH_OFFSETS(record, msgcodec.QUEUE_OFFSET_POSITION,
                                this_queue_offset if queued else 0, cursor_phy)
                 _PATCH_LONG(record, draft.store_timestamp_position, store_timestamp)
+                if draft.seal_prop_crc:
+                    prop_crc.seal(record)
                 add_id(host_hex + f"{cursor_phy:016X}")
                 tags_code = draft.tags_code if draft.delivery_delay_ms < 0 else \
                     store_timestamp + draft.delivery_delay_ms

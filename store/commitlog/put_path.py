@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from store.api import Message, PutMessageStatus
 from store.codec import message as msgcodec
+from store.codec import prop_crc
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.properties import java_hashmap_order
 from store.codec.topic import validate_topic
@@ -65,13 +66,15 @@ class PutSettings:
     allow_v2_records: bool          # 5.x autoMessageVersionOnTopicLen
     delay_levels_ms: tuple[int, ...]
     segment_size_bytes: int
+    # [5.x] enabledAppendPropCRC: reserve the 20-byte `__CRC32#` trailer, sealed in the put lock.
+    append_prop_crc: bool = False
 
     def __post_init__(self):
         # What the compiled encoder needs, in the order it reads it (see encode_put in store/kernel/c/put.c).
         object.__setattr__(self, "kernel_context", (
             _VALID_TOPICS[self.allow_v2_records], _HOST_FIELDS, _host_field(self.store_host),
             self.max_message_size, self.properties_style == "4.9", self.allow_v2_records,
-            self.segment_size_bytes))
+            self.segment_size_bytes, self.append_prop_crc))
 
 
 @lru_cache(maxsize=4096)
@@ -191,6 +194,14 @@ def _formatter(names: tuple[str, ...]):
     return formatter
 
 
+def _reserve_prop_crc(properties_raw: bytes) -> bytes:
+    """`MessageExtEncoder.encode` with enabledAppendPropCRC: a `\x02` after properties that do not
+    end with one, then the 20 reserved bytes (the placeholder trailer, sealed in the lock)."""
+    if properties_raw and not properties_raw.endswith(b"\x02"):
+        properties_raw += b"\x02"
+    return properties_raw + prop_crc.PLACEHOLDER
+
+
 def _properties_raw(properties: dict[str, str], style: str) -> bytes:
     """encode_properties(properties, style=style, capacity=16) for a dict of str values."""
     if not properties:
@@ -210,8 +221,9 @@ def encode_for_put(message: Message, settings: PutSettings, now_ms: int
         fast = encode_put(message, settings.kernel_context, now_ms)
         if fast is not None:
             record, topic, queue_id, sys_flag, tags_code, keys, uniq_key, timestamp_position = fast
-            return record, RecordDraft(topic, queue_id, sys_flag, tags_code, keys, uniq_key, 0, None,
-                                       -1, timestamp_position)
+            return record, RecordDraft(topic, queue_id, sys_flag, tags_code, keys, uniq_key,
+                                       message.prepared_transaction_offset, None, -1,
+                                       timestamp_position)
     return _encode_for_put(message, settings, now_ms)
 
 
@@ -235,12 +247,22 @@ def _encode_for_put(message: Message, settings: PutSettings, now_ms: int
     if (sys_flag or flag) and (
             not -(2**31) <= sys_flag < 2**31 or not -(2**31) <= flag < 2**31):
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "flag and sys_flag must be 32-bit ints")
+    prepared_offset = message.prepared_transaction_offset
+    if prepared_offset and (type(prepared_offset) is not int or
+                            not -(2**63) <= prepared_offset < 2**63):
+        raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                         "prepared_transaction_offset must be a 64-bit int")
     properties = build_properties(message)
     if "DELAY" in properties:
         topic, queue_id = _apply_delay(topic, queue_id, properties, sys_flag, settings)
+    if settings.append_prop_crc:
+        # CommitLog.asyncPutMessage: msg.deleteProperty(PROPERTY_CRC32) before encoding.
+        properties.pop(prop_crc.PROPERTY_CRC32, None)
     # The store is handed messages directly (not through a broker's request parser), so it
     # serializes a default 16-bucket HashMap in either style, as the 5.3.3 fixtures show.
     properties_raw = _properties_raw(properties, settings.properties_style)
+    if settings.append_prop_crc:
+        properties_raw = _reserve_prop_crc(properties_raw)
     if len(properties_raw) > MAX_PROPERTIES_LENGTH:
         _refuse_properties_size(properties, properties_raw)
     topic_raw = _topic_field(topic)
@@ -255,7 +277,7 @@ def _encode_for_put(message: Message, settings: PutSettings, now_ms: int
         sys_flag = sys_flag & ~0x30 | (0x10 if len(born) == 20 else 0) | \
             (0x20 if len(store) == 20 else 0)
         record = encode_record(topic_raw, queue_id, flag, sys_flag, 0, 0, born_timestamp, born,
-                               now_ms, store, 0, 0, body, properties_raw, version)
+                               now_ms, store, 0, prepared_offset, body, properties_raw, version)
     except (ValueError, OverflowError, TypeError) as error:
         if not isinstance(error, ValueError):   # the codec names the field that does not fit
             error = _explain_encoding_error(error, message, settings, topic, queue_id, body,
@@ -272,8 +294,9 @@ def _encode_for_put(message: Message, settings: PutSettings, now_ms: int
         delay_ms = delay_tags_code(properties, 0, settings.delay_levels_ms)
     draft = RecordDraft(
         topic, queue_id, sys_flag, _tags_code(properties.get("TAGS")), properties.get("KEYS", ""),
-        properties.get("UNIQ_KEY"), 0, properties, delay_ms,
-        msgcodec.BORN_HOST_POSITION + len(born))   # STORETIMESTAMP follows BORNHOST
+        properties.get("UNIQ_KEY"), prepared_offset, properties, delay_ms,
+        msgcodec.BORN_HOST_POSITION + len(born),   # STORETIMESTAMP follows BORNHOST
+        settings.append_prop_crc)
     return record, draft
 
 

@@ -107,7 +107,8 @@ class RestartPlanMixin:
         plan.start_phy_offset = files[start_index].file_from_offset
         plan.start_reason = _start_reason(start_index, len(files), plan.min_timestamp_ms, safe)
         plan.process_offset = scan_valid_end(self._commit_log, start_index,
-                                             check_crc=config.check_crc_on_recover, report=report)
+                                             check_crc=config.recovery_crc_mode(checkpoint.style),
+                                             report=report)
         plan.records_replayed, plan.bytes_replayed = report.records_checked, report.bytes_checked
         plan.stop_reason = report.stop_reason
         plan.truncated_bytes = measure_dirty_tail(self._commit_log, plan.process_offset)

@@ -16,13 +16,14 @@ which use it, stay at the bottom of the import graph.
 | encode_record   | one commit-log record with its BODYCRC (spec §2.1)                   |
 | place           | copy a record into a segment with its offsets and time, header last  |
 | encode_put      | `store.commitlog.put_path.encode_for_put`'s common case (no Python twin: None = ask) |
-| scan            | walk records like `checkMessageAndReturnSize` into rows of int64s    |
+| scan            | walk records like `checkMessageAndReturnSize` into rows of int64s (check_crc 0 / 1 BODYCRC / 2 `__CRC32#`) |
 | index_hashes    | the Java hashes of the index keys of scan rows (ASCII only; -1: ask) |
 | java_hashes     | Java `String.hashCode` of many strings (numpy int64 of int32 values) |
 """
 
 from __future__ import annotations
 
+import operator
 import os
 import struct
 import zlib
@@ -184,9 +185,32 @@ def _find_properties_py(buf, props_pos: int, props_len: int, row: list[int]) -> 
         start += len(segment) + 1
 
 
-def _scan_py(buf, start: int, limit: int, check_crc: bool, out: np.ndarray):
+def _property_crc_ok_py(buf, props_pos: int, props_len: int, total: int) -> bool:
+    value = None
+    for segment in bytes(buf[props_pos:props_pos + props_len]).split(b"\x02"):
+        separator = segment.find(b"\x01")
+        if separator == 8 and segment[:8] == b"__CRC32#" and len(segment) > 9:
+            value = segment[9:]
+    if value is None or not value.isascii():
+        return False
+    expected = 0
+    for byte in reversed(value):
+        expected = (expected * 10 + byte - 48) & 0xFFFFFFFF
+    crc_start = props_pos + props_len - total
+    if expected & 0x80000000 or total < 20 or crc_start < 0:
+        return False
+    return zlib.crc32(buf[crc_start:crc_start + total - 20]) & 0x7FFFFFFF == expected
+
+
+def _scan_py(buf, start: int, limit: int, check_crc: int, out: np.ndarray):
     if not (_INT64_MIN <= start <= _INT64_MAX and _INT64_MIN <= limit <= _INT64_MAX):
         _refuse_overflow((start, "n"), (limit, "n"))
+    try:                                  # the C parser's "i": any object with __index__
+        check_crc = operator.index(check_crc)
+    except TypeError:
+        raise TypeError(f"'{type(check_crc).__name__}' object cannot be interpreted as an integer") \
+            from None
+    _refuse_overflow((check_crc, "i"))
     end = max(0, min(limit, len(buf)))
     capacity = out.shape[0]
     count = 0
@@ -229,8 +253,10 @@ def _scan_py(buf, start: int, limit: int, check_crc: bool, out: np.ndarray):
             return invalid
         (_, _, body_crc, queue_id, flag, queue_offset, phy_offset, _, born_ts, _, store_ts, _, _,
          prepared, _) = _FIXED[born_len, store_len].unpack_from(buf, pos)
-        if check_crc and body_len and \
+        if check_crc and check_crc != 2 and body_len and \
                 zlib.crc32(buf[body_len_pos + 4:body_len_pos + 4 + body_len]) & 0x7FFFFFFF != body_crc:
+            return invalid
+        if check_crc == 2 and not _property_crc_ok_py(buf, props_pos, props_len, total):
             return invalid
         if props_pos + props_len - pos != total:
             return count, pos, STOP_INVALID, (total if total > 0 else -1)
@@ -313,7 +339,7 @@ if COMPILED:
     place = _native.place
     index_hashes = _native.index_hashes
 
-    def scan(buf, start: int, limit: int, check_crc: bool, out: np.ndarray):
+    def scan(buf, start: int, limit: int, check_crc: int, out: np.ndarray):
         """Walk records of `buf` from `start` (see the module table); returns (count,
         stop_position, stop_kind, stop_size) with `count` rows of `out` filled."""
         return _native.scan(buf, start, limit, check_crc, out)

@@ -172,12 +172,12 @@ def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: boo
         report = RecoveryReport(mode="read-only" if read_only else (
             "normal" if last_exit_ok else "abnormal"), cq_max_phy_offset=cq_max_phy_offset)
         commit_log.recover_dledger(report, abnormal=not last_exit_ok, read_only=read_only,
-                                   check_crc=config.check_crc_on_recover,
+                                   check_crc=config.recovery_crc_mode(style),
                                    cq_max_phy_offset=cq_max_phy_offset, min_timestamp=min_timestamp)
     else:
         report = recover_commit_log(
             commit_log, abnormal=not last_exit_ok, read_only=read_only, style=style,
-            check_crc=config.check_crc_on_recover, cq_max_phy_offset=cq_max_phy_offset,
+            check_crc=config.recovery_crc_mode(style), cq_max_phy_offset=cq_max_phy_offset,
             min_timestamp=min_timestamp, rocksdb_mode=config.store_type == "defaultRocksDB")
     if report.consume_queues_truncated and not read_only:
         consume_queues.truncate_dirty(report.process_offset)

@@ -3,7 +3,8 @@
 #include "kernel.h"
 
 static PyObject *s_topic, *s_body, *s_queue_id, *s_tags, *s_keys, *s_properties, *s_flag,
-    *s_sys_flag, *s_born_timestamp, *s_born_host, *s_TAGS, *s_KEYS, *s_UNIQ_KEY, *s_DELAY;
+    *s_sys_flag, *s_born_timestamp, *s_born_host, *s_prepared, *s_TAGS, *s_KEYS, *s_UNIQ_KEY,
+    *s_DELAY;
 
 #define MAX_FAST_PROPERTIES 64
 
@@ -14,7 +15,7 @@ int rmq_put_init(void)
         {&s_topic, "topic"}, {&s_body, "body"}, {&s_queue_id, "queue_id"}, {&s_tags, "tags"},
         {&s_keys, "keys"}, {&s_properties, "properties"}, {&s_flag, "flag"},
         {&s_sys_flag, "sys_flag"}, {&s_born_timestamp, "born_timestamp"},
-        {&s_born_host, "born_host"}, {&s_TAGS, "TAGS"}, {&s_KEYS, "KEYS"},
+        {&s_born_host, "born_host"}, {&s_prepared, "prepared_transaction_offset"}, {&s_TAGS, "TAGS"}, {&s_KEYS, "KEYS"},
         {&s_UNIQ_KEY, "UNIQ_KEY"}, {&s_DELAY, "DELAY"},
     };
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
@@ -69,14 +70,15 @@ const char rmq_encode_put_doc[] = (
 "encode_put(message, context, now_ms) -> tuple | None\n\n"
 "store.commitlog.put_path.encode_for_put for the common case: (record, topic, queue_id, sys_flag,\n"
 "tags_code, keys, uniq_key, store_timestamp_position). None when anything is unusual (a new\n"
-"topic, a DELAY, a bad or odd field, an oversized record...): the Python path then decides,\n"
+"topic, a DELAY, a bad or odd field, an oversized record, the [5.x] property CRC on: context[7])\n"
+": the Python path then decides,\n"
 "with RocketMQ's status and a sentence.");
 
 PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     /* METH_FASTCALL and direct tuple reads: argument parsing was a tenth of a put. */
-    if (nargs != 3 || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) != 7) {
-        PyErr_SetString(PyExc_TypeError, "encode_put(message, context (7-tuple), now_ms)");
+    if (nargs != 3 || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) != 8) {
+        PyErr_SetString(PyExc_TypeError, "encode_put(message, context (8-tuple), now_ms)");
         return NULL;
     }
     PyObject *message = args[0], *context = args[1];
@@ -98,28 +100,35 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     long long segment_size = PyLong_AsLongLong(PyTuple_GET_ITEM(context, 6));
     if (segment_size == -1 && PyErr_Occurred())
         return NULL;
+    /* [5.x] enabledAppendPropCRC: the CRC is sealed in the lock after the 20 reserved bytes; this
+     * encoder does not reserve them, so it declines and the Python path encodes. */
+    int append_prop_crc = PyObject_IsTrue(PyTuple_GET_ITEM(context, 7));
+    if (append_prop_crc < 0)
+        return NULL;
+    if (append_prop_crc)
+        Py_RETURN_NONE;
     if (!PyAnySet_Check(valid_topics) || !PyDict_Check(host_fields) || !PyBytes_Check(store_host)) {
-        PyErr_SetString(PyExc_TypeError, "context: (set, dict, bytes, int, bool, bool, int)");
+        PyErr_SetString(PyExc_TypeError, "context: (set, dict, bytes, int, bool, bool, int, bool)");
         return NULL;
     }
 
-    PyObject *fields[10] = {NULL};
+    PyObject *fields[11] = {NULL};
     PyObject *names[MAX_FAST_PROPERTIES], *values[MAX_FAST_PROPERTIES];
     int count = 0;
     PyObject *keys_joined = NULL, *record = NULL, *result = NULL;
-    PyObject *const attrs[10] = {s_topic, s_body, s_queue_id, s_tags, s_keys, s_properties, s_flag,
-                                 s_sys_flag, s_born_timestamp, s_born_host};
-    for (int i = 0; i < 10; i++) {
+    PyObject *const attrs[11] = {s_topic, s_body, s_queue_id, s_tags, s_keys, s_properties, s_flag,
+                                 s_sys_flag, s_born_timestamp, s_born_host, s_prepared};
+    for (int i = 0; i < 11; i++) {
         fields[i] = PyObject_GetAttr(message, attrs[i]);
         if (fields[i] == NULL)
             goto error;
     }
     PyObject *topic = fields[0], *body = fields[1], *queue_id_o = fields[2], *tags = fields[3],
              *keys = fields[4], *props = fields[5], *flag_o = fields[6], *sys_flag_o = fields[7],
-             *born_ts_o = fields[8], *born_host = fields[9];
+             *born_ts_o = fields[8], *born_host = fields[9], *prepared_o = fields[10];
 
     if (!PyBytes_CheckExact(body) || !PyUnicode_CheckExact(topic) || !PyLong_CheckExact(queue_id_o) ||
-        !PyLong_CheckExact(flag_o) || !PyLong_CheckExact(sys_flag_o))
+        !PyLong_CheckExact(flag_o) || !PyLong_CheckExact(sys_flag_o) || !PyLong_CheckExact(prepared_o))
         goto fallback;
     int contains = PySet_Contains(valid_topics, topic);
     if (contains <= 0)
@@ -130,6 +139,10 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         goto fallback;
     long flag = PyLong_AsLongAndOverflow(flag_o, &overflow);
     if (overflow || flag < INT32_MIN || flag > INT32_MAX)
+        goto fallback;
+    /* PREPARED TRANSACTION OFFSET, as given (a COMMIT / ROLLBACK names its PREPARED record). */
+    long long prepared_offset = PyLong_AsLongLongAndOverflow(prepared_o, &overflow);
+    if (overflow)
         goto fallback;
     long sys_flag = PyLong_AsLongAndOverflow(sys_flag_o, &overflow);
     if (overflow || sys_flag < INT32_MIN || sys_flag > INT32_MAX)
@@ -276,10 +289,10 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if ((born_len != 8 && born_len != 20) || (store_len != 8 && store_len != 20))
         goto fallback;
     sys_flag = (sys_flag & ~0x30L) | (born_len == 20 ? 0x10 : 0) | (store_len == 20 ? 0x20 : 0);
-    /* Queue and physical offsets, reconsume times and prepared offset are 0: set in the lock. */
+    /* Queue and physical offsets are 0 (set in the lock), reconsume times 0. */
     rmq_record layout = {
         .queue_id = (int32_t)queue_id, .flag = (int32_t)flag, .sys_flag = (int32_t)sys_flag,
-        .born_timestamp = born_ts, .store_timestamp = now_ms,
+        .born_timestamp = born_ts, .store_timestamp = now_ms, .prepared_offset = prepared_offset,
         .born_host = PyBytes_AS_STRING(born), .store_host = PyBytes_AS_STRING(store_host),
         .body = PyBytes_AS_STRING(body), .topic = topic_utf8,
         .born_host_len = born_len, .store_host_len = store_len, .body_len = PyBytes_GET_SIZE(body),
@@ -358,7 +371,7 @@ error:
 done:
     Py_XDECREF(record);
     Py_XDECREF(keys_joined);
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < 11; i++)
         Py_XDECREF(fields[i]);
     return result;
 }

@@ -37,8 +37,45 @@ static void find_properties(const unsigned char *p, Py_ssize_t n, int64_t *row)
     }
 }
 
+/* The [5.x] forceVerifyPropCRC check (checkMessageAndReturnSize, store.codec.prop_crc): the last
+ * `__CRC32#` property's value read right to left as Java int `e = e * 10 + (c - '0')`, compared with
+ * the CRC of [props_end - total, props_end - 20). 1 = valid. A value with a non-ASCII byte answers 0
+ * (Java works on its UTF-16 units): the caller's check_message decides such a record. */
+static int property_crc_ok(const unsigned char *b, Py_ssize_t props_pos, Py_ssize_t props_len,
+                           int32_t total)
+{
+    const unsigned char *p = b + props_pos;
+    Py_ssize_t value_pos = -1, value_len = 0, start = 0;
+    while (start <= props_len) {
+        const unsigned char *end_ptr = memchr(p + start, 0x02, props_len - start);
+        Py_ssize_t end = end_ptr ? end_ptr - p : props_len;
+        const unsigned char *sep_ptr = memchr(p + start, 0x01, end - start);
+        if (sep_ptr) {
+            Py_ssize_t sep = sep_ptr - p;
+            if (sep - start == 8 && end - sep - 1 > 0 && memcmp(p + start, "__CRC32#", 8) == 0) {
+                value_pos = sep + 1;
+                value_len = end - sep - 1;
+            }
+        }
+        start = end + 1;
+    }
+    if (value_pos < 0)
+        return 0;
+    uint32_t expected = 0;
+    for (Py_ssize_t i = value_pos + value_len - 1; i >= value_pos; i--) {
+        if (p[i] >= 0x80)
+            return 0;
+        expected = expected * 10u + (uint32_t)((int32_t)p[i] - '0');
+    }
+    Py_ssize_t props_end = props_pos + props_len, crc_start = props_end - total;
+    if ((int32_t)expected < 0 || total < 20 || crc_start < 0)
+        return 0;
+    return (int32_t)(crc32_bytes(b + crc_start, total - 20) & 0x7FFFFFFF) == (int32_t)expected;
+}
+
 const char rmq_scan_doc[] = (
 "scan(buf, start, limit, check_crc, out) -> (count, stop_position, stop_kind, stop_size)\n\n"
+"`check_crc`: 0 none, 1 BODYCRC, 2 the [5.x] `__CRC32#` record CRC (forceVerifyPropCRC).\n"
 "Walk records of `buf` from `start`, reading nothing at or past `limit`, as RocketMQ's\n"
 "checkMessageAndReturnSize does (spec §2.7). Each whole record fills one row of SCAN_FIELDS\n"
 "int64s in the writable buffer `out` (positions are relative to `buf`). Stops at `limit`\n"
@@ -51,7 +88,7 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
     Py_buffer buf, out;
     Py_ssize_t start, limit;
     int check_crc;
-    if (!PyArg_ParseTuple(args, "y*nnpw*:scan", &buf, &start, &limit, &check_crc, &out))
+    if (!PyArg_ParseTuple(args, "y*nniw*:scan", &buf, &start, &limit, &check_crc, &out))
         return NULL;
     PyObject *result = NULL;
     if (out.len % (SCAN_FIELDS * 8) != 0 || ((uintptr_t)out.buf & 7) != 0) {
@@ -122,8 +159,10 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
         if (props_rel + props_len > room)
             break;
         int32_t body_crc = get32(b + pos + 8);
-        if (check_crc && body_len &&
+        if (check_crc && check_crc != 2 && body_len &&
             (int32_t)(crc32_bytes(b + body_len_pos + 4, body_len) & 0x7FFFFFFF) != body_crc)
+            break;
+        if (check_crc == 2 && !property_crc_ok(b, props_pos, props_len, total))
             break;
         if (props_rel + props_len != total) {
             stop_size = total > 0 ? total : -1;
