@@ -56,6 +56,10 @@ class DLedgerState:
 class DLedgerCommitLog(CommitLog):
     """A read-only commit log over `dledger-<selfId>/data` (see the module docstring)."""
 
+    # RocketMQ's cleanup deletes no DLedger data file (`DLedgerCommitLog.deleteExpiredFile` returns
+    # at once without old commit-log files); DLedger's CleanSpaceService does, by its own rules.
+    cleaned_by_dledger = True
+
     def __init__(self, layout: DLedgerLayout, *, read_only: bool, store_host: str, clock_ms=None):
         super().__init__(layout.data_dir, layout.data_file_bytes, read_only=read_only,
                          store_host=store_host, clock_ms=clock_ms)

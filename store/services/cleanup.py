@@ -106,7 +106,7 @@ class CleanupService:
         is pending; above the forcibly ratio it cleans immediately (ignores age, if
         cleanFileForciblyEnable); above the warning ratio the disk is full (puts refused).
         Shared by `run_once` and the inspection API's cleanup explanation."""
-        ratio = self.disk_ratio_of(self.parts.config.commit_log_dir)
+        ratio = self.disk_ratio_of(self.parts.commit_log.mapped_files.directory)  # DLedger: data/
         clean_immediately = ratio > self.forcibly_ratio or ratio < 0 or force
         hour_now = datetime.fromtimestamp(now_ms / 1000).hour
         return CleanupDecision(
@@ -147,6 +147,9 @@ class CleanupService:
         (`MappedFileQueue.deleteExpiredFileByTime`: never the last file, stop at the first file kept,
         at most DELETE_FILES_MAX_PER_RUN; ours also keeps what dispatch has not read). No changes."""
         files = list(self.parts.commit_log.mapped_files.files)
+        if getattr(self.parts.commit_log, "cleaned_by_dledger", False):
+            return [], ("a DLedger log: DLedger's own CleanSpaceService deletes its files "
+                        "(DLedgerCommitLog.deleteExpiredFile deletes none)")
         reput_offset = self.reput_offset_of()
         victims = []
         for mapped in files[:-1]:  # never the last file
