@@ -50,6 +50,9 @@ def levels_panel() -> None:
     now_ms = store.clock_ms()
     kind, text = delivery_note(state)
     say(kind, "{}", text)
+    for warning in state["offsets_warnings"]:
+        if "missing" not in warning:     # a missing file is the normal start, not worth a warning
+            say("warning", "delayOffset.json: {}", warning)
     cols = st.columns(4)
     cols[0].metric("Pending messages", sum(v.pending for v in views))
     cols[1].metric("Levels with pending", sum(1 for v in views if v.pending))

@@ -14,6 +14,7 @@ from store.api import GetMessageStatus
 from store.codec import message as msgcodec
 from store.codec.javahash import tags_code
 from store.codec.properties import decode_properties, encode_properties
+from store.errors import CorruptDataError
 from store.services.schedule import DeliveryRefused, build_delivery
 from tests.engine_util import FakeClock, small_config
 from tests.fixtures_util import copy_store, fixture_dirs, fixture_id, tree_fingerprint
@@ -368,3 +369,27 @@ def test_real_4_9_7_stores_deliver_and_keep_their_offset_file_format(tmp_path, f
         assert [m.body for m in got] == [b"late"] and put.ok
     path = os.path.join(root, "config", "delayOffset.json")
     assert open(path, "rb").read() == b'{\n\t"offsetTable":{2:1\n\t}\n}'
+
+
+def test_a_broken_offset_file_falls_back_as_rocketmq_does_and_says_so(tmp_path):
+    """ConfigManager.load: a file that does not decode sends the load to the .bak; with no .bak the
+    table starts empty (everything pending is delivered again). Both broken: the open fails naming
+    the .bak and the store can be opened once it is fixed."""
+    clock = FakeClock()
+    with open_store(tmp_path, clock) as store:
+        store.put_message(delayed(level=1))
+        clock.advance(1000)
+        assert deliver(store) == 1
+    config_dir = tmp_path / "config"
+    (config_dir / "delayOffset.json").write_text('{"offsetTable":{1:')
+    with open_store(tmp_path, clock) as store:
+        state = store.inspect.schedule_state()
+        assert any("does not load" in w for w in state["offsets_warnings"])
+        assert store.inspect.delay_levels()[0].delivered_offset == 0
+    (config_dir / "delayOffset.json").write_text('{"offsetTable":{1:')
+    (config_dir / "delayOffset.json.bak").write_text('{"offsetTable":{1:"x"}}')
+    with pytest.raises(CorruptDataError, match="delayOffset.json.bak"):
+        open_store(tmp_path, clock)
+    (config_dir / "delayOffset.json.bak").unlink()
+    with open_store(tmp_path, clock) as store:
+        assert store.inspect.delay_levels()[0].max_offset == 1

@@ -64,27 +64,29 @@ class ScheduledViewsMixin:
     def _delay_levels_ms(self) -> list[int]:
         return parse_delay_levels(self.config.message_delay_level)
 
-    def _delay_offsets(self) -> tuple[dict[int, int], str]:
+    def _delay_offsets(self) -> tuple[dict[int, int], str, list[str]]:
         service = self._schedule_service
         if service is not None:
-            return service.offsets.table(), "live"
+            return service.offsets.table(), "live", list(service.offsets.file.warnings)
         table = DelayOffsetTable(self.config.config_dir, read_only=True)
         offsets = table.load()
-        return offsets, table.file.source or "empty"
+        return offsets, table.file.source or "empty", list(table.file.warnings)
 
     def schedule_state(self) -> dict:
         """{"delivering": bool, "offsets_source": "live" | "file" | "bak" | "empty",
-        "delivered_messages": int (this open), "max_delay_level": int}."""
+        "offsets_warnings": why delayOffset.json itself was not used (then its .bak or nothing was,
+        as RocketMQ's ConfigManager does), "delivered_messages": int (this open),
+        "max_delay_level": int}."""
         service = self._schedule_service
-        _, source = self._delay_offsets()
+        _, source, warnings = self._delay_offsets()
         return {"delivering": bool(service is not None and service.started),
-                "offsets_source": source,
+                "offsets_source": source, "offsets_warnings": warnings,
                 "delivered_messages": 0 if service is None else service.delivered_messages,
                 "max_delay_level": len(self._delay_levels_ms())}
 
     def delay_levels(self) -> list[DelayLevelView]:
         """One `DelayLevelView` per configured level, level 1 first."""
-        offsets, _ = self._delay_offsets()
+        offsets, _, _ = self._delay_offsets()
         service = self._schedule_service
         errors = {} if service is None else dict(service.last_error)
         queues = self._consume_queues
@@ -111,7 +113,7 @@ class ScheduledViewsMixin:
         levels = self._delay_levels_ms()
         if not 1 <= level <= len(levels):
             raise ValueError(f"delay level {level} is not in 1..{len(levels)}")
-        offsets, _ = self._delay_offsets()
+        offsets, _, _ = self._delay_offsets()
         queue_id = level - 1
         queues = self._consume_queues
         cursor = max(offsets.get(level, 0), queues.get_min_offset(SCHEDULE_TOPIC, queue_id))
