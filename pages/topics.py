@@ -13,6 +13,8 @@ store = handle.store
 with handle.lock:
     handle.refresh()
     rows = topics_data.topic_rows(store)
+st.caption(f"{len(rows)} topic(s), {sum(r['queues'] for r in rows)} queue(s), "
+           f"{sum(r['messages'] for r in rows):,} message(s) in this store.")
 st.caption("Per topic, over every queue: messages the consume queues hold (max − min offset), their "
            "bytes in the commit log, the store times of the oldest and newest, and the put rate "
            "between them. Times in UTC.")

@@ -429,7 +429,9 @@ EVIL_DIR = "**BOLD**[click](https:evil.example)"
 # Elements Streamlit shows as plain text (their strings are data, never markdown).
 PLAIN_ELEMENTS = {"text", "code", "dataframe", "arrow_data_frame", "json", "plotly_chart",
                   "text_input", "text_area", "number_input"}
-MARKUP = re.compile(r"(?<!\\)\*\*|(?<!\\)\]\(|(?<!\\)\[click|(?<!\\)\[link|https?(?<!\\):")
+# Unescaped emphasis or link syntax, or a GFM literal autolink (found after escapes are resolved,
+# so an escaped `http\://` is still one: only a character between `:` and `//` breaks it).
+MARKUP = re.compile(r"(?<!\\)\*\*|(?<!\\)\]\(|(?<!\\)\[click|(?<!\\)\[link|https?\\?://|www\\?\.")
 
 
 def _strings(message, path=""):

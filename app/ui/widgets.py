@@ -19,7 +19,11 @@ from app.times import human_ms
 
 _INLINE = str.maketrans({c: "\\" + c for c in "\\`*_[]()<>#~:$|!{}&^@\"'"})
 _LINE_START = re.compile(r"^(\s*)([-+=]|\d+[.)])", re.MULTILINE)
-_WWW = re.compile(r"(?i)\b(www)\.")
+# GFM's literal autolinks (`http://x`, `www.x`, `a@b.c`) are found in the text *after* escapes are
+# resolved (mdast-util-gfm-autolink-literal), so a backslash cannot stop them: a WORD JOINER
+# (U+2060, invisible, no line break) goes inside each trigger instead.
+WORD_JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?i)(:)(//)|\b(www)(\\?\.)|(@)")
 
 
 def _line_start(match: re.Match) -> str:
@@ -27,12 +31,20 @@ def _line_start(match: re.Match) -> str:
     return lead + (mark[:-1] + "\\" + mark[-1] if mark[0].isdigit() else "\\" + mark)
 
 
+def _break_autolink(match: re.Match) -> str:
+    if match.group(1):
+        return match.group(1) + WORD_JOINER + match.group(2)
+    if match.group(3):
+        return match.group(3) + WORD_JOINER + match.group(4)
+    return match.group(5) + WORD_JOINER
+
+
 def plain(value) -> str:
-    """`value` as text that markdown shows literally: no links (GFM autolinks included: `:`, `@` and
-    the dot of `www.` are escaped), emphasis, HTML, icons, colors, math, lists or headings. Inline
-    markup characters are escaped everywhere; `-`, `+`, `=` and an ordered list's `1.` only where a
-    line starts, so `inspector-group` stays readable in labels."""
-    text = _WWW.sub(r"\1\\.", str(value).translate(_INLINE))
+    """`value` as text that markdown shows literally: no links (GFM's literal autolinks broken by an
+    invisible WORD JOINER after `:` of `://`, after `www` and after `@`), emphasis, HTML, icons,
+    colors, math, lists or headings. Inline markup characters are escaped everywhere; `-`, `+`, `=`
+    and an ordered list's `1.` only where a line starts, so `inspector-group` stays readable."""
+    text = _AUTOLINK.sub(_break_autolink, str(value).translate(_INLINE))
     return _LINE_START.sub(_line_start, text)
 
 
