@@ -76,10 +76,17 @@ def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: b
                          f"{config.mapped_file_size_commit_log} (mappedFileSizeCommitLog): the store "
                          f"cannot open; rerun with --pad-truncated to pad it (a record the cut "
                          f"tore is lost, every complete record is kept)")
-    for path, size in short:
-        _pad_segment(config, path, size, backup, report)
+    lost = [span for path, size in short
+            for span in [_pad_segment(config, path, size, backup, report)] if span]
     findings = check_config(config, max_findings=max_findings, open_store=False)
-    damaged_queues = _damaged_queues(config, findings)
+    holding = _queues_into(config, lost) if lost else {}
+    for (topic, queue_id), queue_offsets in sorted(holding.items()):
+        report.steps.append(
+            f"consume queue {topic}/{queue_id} keeps its units {queue_offsets[:5]}"
+            f"{' ...' if len(queue_offsets) > 5 else ''} for records the truncation destroyed: "
+            f"pulls skip them, and rebuilding the queue would renumber every later message "
+            f"(a RocketMQ queue has no holes); check keeps reporting them")
+    damaged_queues = [q for q in _damaged_queues(config, findings) if q not in holding]
     for topic, queue_id in damaged_queues:
         queue_dir = os.path.join(config.consume_queue_dir, topic, str(queue_id))
         report.rebuilt_queues.append(f"{topic}/{queue_id}")
@@ -128,7 +135,40 @@ def _damaged_queues(config, findings: list[Finding]) -> list[tuple[str, int]]:
     return sorted(queues)
 
 
-def _pad_segment(config, path: str, size: int, backup: "_Backup", report: RepairReport) -> None:
+def _queues_into(config, spans) -> dict:
+    """(topic, queue_id) -> queue offsets of the file-queue units pointing into the lost `spans`
+    ([phy_from, phy_to) ranges), read from the queue files (20 bytes a unit)."""
+    import numpy as np
+
+    from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+    found: dict = {}
+    directory = config.consume_queue_dir
+    if config.store_type != "default" or not os.path.isdir(directory):
+        return found
+    for topic in sorted(os.listdir(directory)):
+        topic_dir = os.path.join(directory, topic)
+        for queue in sorted(os.listdir(topic_dir)) if os.path.isdir(topic_dir) else []:
+            queue_dir = os.path.join(topic_dir, queue)
+            if not queue.lstrip("-").isdigit() or not os.path.isdir(queue_dir):
+                continue
+            for name in sorted(os.listdir(queue_dir)):
+                if parse_file_name(name) is None:
+                    continue
+                with open(os.path.join(queue_dir, name), "rb") as handle:
+                    data = handle.read()
+                units = np.frombuffer(data, dtype=CQ_UNIT_DTYPE, count=len(data) // CQ_UNIT_SIZE)
+                for low, high in spans:
+                    hits = np.nonzero((units["phy_offset"] >= low) & (units["phy_offset"] < high)
+                                      & (units["size"] > 0))[0]
+                    first = int(name) // CQ_UNIT_SIZE
+                    found.setdefault((topic, int(queue)), []).extend(
+                        first + int(i) for i in hits) if len(hits) else None
+    return {key: sorted(offsets) for key, offsets in found.items() if offsets}
+
+
+def _pad_segment(config, path: str, size: int, backup: "_Backup", report: RepairReport):
+    """Pad one short segment (see the module docstring); returns the [from, to) phy range whose
+    records the cut destroyed, or None."""
     segment_size = config.mapped_file_size_commit_log
     backup.copy(path)
     with open(path, "r+b") as handle:
@@ -159,8 +199,13 @@ def _pad_segment(config, path: str, size: int, backup: "_Backup", report: Repair
                 f"{position + kept - len(data)} bytes (properties) and is kept with them zeroed: "
                 f"its body is whole (BODYCRC matches)")
     elif torn:
-        note = f"; {torn} bytes of a record the truncation tore are lost (its body was cut)"
+        note = (f"; the records from byte {end} on are lost ({torn} bytes were left of them: "
+                f"the cut reached a body)")
     report.steps.append(f"padded {path} from {size} to {segment_size} bytes with {detail}{note}")
+    if torn:                                    # records from `end` to the cut are gone
+        file_from = parse_file_name(os.path.basename(path))
+        return file_from + end, file_from + segment_size
+    return None
 
 
 def _keep_torn_record(data: bytes, position: int, segment_size: int) -> int:
