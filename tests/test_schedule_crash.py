@@ -1,6 +1,6 @@
 """Delay delivery across a SIGKILL of a forked writer (as tests/test_crash.py kills its producers).
 
-The child opens a 4.9 store with its services running (real clock, levels "1s 2s"), puts delayed
+The writer (this file run as a script) opens a 4.9 store with its services running (real clock, levels "1s 2s"), puts delayed
 messages and acknowledges each PUT_OK with one unbuffered line, then reports how many the running
 ScheduleMessageService delivered. The parent kills it with SIGKILL (during the puts, or after some
 deliveries), reopens the store with a fake clock an hour ahead and delivers everything left.
@@ -15,13 +15,19 @@ from __future__ import annotations
 import collections
 import os
 import signal
+import subprocess
+import sys
 import time
+
+if __name__ == "__main__":      # the writer process: make the repository importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pytest
 
 from store import Message, MessageStore
 from store.api import GetMessageStatus
 from tests.engine_util import FakeClock, small_config
+from tests.fixtures_util import REPO_ROOT
 
 LEVELS = "1s 2s"
 MESSAGES = 400
@@ -64,16 +70,15 @@ def _read_acks(path):
     return acked, delivered, done
 
 
-def _kill_when(pid, ack_path, ready) -> tuple[set, int]:
+def _kill_when(writer, ack_path, ready) -> tuple[set, int]:
     end = time.monotonic() + DEADLINE_S
     while time.monotonic() < end:
         acked, delivered, done = _read_acks(ack_path)
         if ready(acked, delivered, done):
             break
         time.sleep(0.01)
-    os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+    writer.send_signal(signal.SIGKILL)
+    assert writer.wait(timeout=60) == -signal.SIGKILL
     acked, delivered, _ = _read_acks(ack_path)
     return acked, delivered
 
@@ -95,16 +100,14 @@ def _real_topic(store) -> dict[int, list[int]]:
 @pytest.mark.parametrize("moment", ["during_puts", "after_deliveries"])
 def test_sigkill_loses_no_delayed_message(tmp_path, moment):
     root, ack_path = str(tmp_path / "store"), str(tmp_path / "acks")
-    pid = os.fork()
-    if pid == 0:                                          # the writer
-        try:
-            _child(root, ack_path)
-        finally:
-            os._exit(0)
+    # A fresh interpreter (fork + exec), not a bare fork: a fork of a test process that holds other
+    # threads (stores kept open by earlier modules) could inherit a lock held by one of them.
+    writer = subprocess.Popen([sys.executable, os.path.abspath(__file__), root, ack_path],
+                              cwd=REPO_ROOT)
     if moment == "during_puts":
-        acked, _ = _kill_when(pid, ack_path, lambda a, d, done: len(a) >= 50 or done)
+        acked, _ = _kill_when(writer, ack_path, lambda a, d, done: len(a) >= 50 or done)
     else:
-        acked, delivered = _kill_when(pid, ack_path, lambda a, d, done: d >= 60)
+        acked, delivered = _kill_when(writer, ack_path, lambda a, d, done: d >= 60)
         assert delivered >= 60, "the running service delivered nothing within the deadline"
     assert acked
     persisted = os.path.exists(os.path.join(root, "config", "delayOffset.json"))
@@ -131,3 +134,8 @@ def test_sigkill_loses_no_delayed_message(tmp_path, moment):
         repeated = [i for i, n in enumerate(order) if counts[n] == 2]
         if repeated:
             assert repeated == list(range(repeated[0], repeated[-1] + 1)), repeated
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], sys.argv[2])
+    os._exit(0)
