@@ -1,7 +1,7 @@
 """Delay delivery across a SIGKILL of a forked writer (as tests/test_crash.py kills its producers).
 
-The writer (this file run as a script) opens a 4.9 store with its services running (real clock, levels "1s 2s"), puts delayed
-messages and acknowledges each PUT_OK with one unbuffered line, then reports how many the running
+The writer (this file run as a script) opens a 4.9 store with its services running (real clock,
+levels "1s 2s"), puts delayed messages and acknowledges each PUT_OK with one unbuffered line, then reports how many the running
 ScheduleMessageService delivered. The parent kills it with SIGKILL (during the puts, or after some
 deliveries), reopens the store with a fake clock an hour ahead and delivers everything left.
 
