@@ -7,6 +7,8 @@ from dataclasses import asdict
 
 from store.cli.common import (UsageError, format_time_ms, open_store, print_json, print_kv,
                               print_table, resolve_config, validate_topic_arg)
+from store.dledger.dump import dump_dledger_records
+from store.dledger.layout import find_dledger
 from store.inspect.raw import DUMP_LIMIT_DEFAULT, dump_index_entries, dump_queue_units, dump_records
 
 
@@ -19,7 +21,11 @@ def cmd_dump(args) -> int:
     validate_topic_arg(args.topic)
     config = resolve_config(args)
     wanted = args.limit + 1                 # one more than shown: tells whether --limit cut it
-    if args.kind == "records":
+    dledger = find_dledger(config)          # enableDLegerCommitLog: entries wrap the records
+    if args.kind == "records" and dledger is not None:
+        rows = dump_dledger_records(dledger, start_phy_offset=args.start or 0, limit=wanted,
+                                    verify=args.verify)
+    elif args.kind == "records":
         rows = dump_records(config, start_phy_offset=args.start or 0, limit=wanted,
                             verify=args.verify)
     elif args.kind == "consume-queue":

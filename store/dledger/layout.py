@@ -129,3 +129,13 @@ def read_long(properties: dict[str, str] | None, key: str) -> int | None:
         return int(text)
     except ValueError:
         return None
+
+
+def log_dirs(config) -> tuple[str, ...]:
+    """The directories holding the log's files: DLedger's data directory on a DLedger store, else
+    the commit-log directories (for raw readers: records are at the same offsets in both)."""
+    try:
+        layout = find_dledger(config)
+    except ConfigError:
+        layout = None
+    return (layout.data_dir,) if layout is not None else config.commit_log_dirs

@@ -16,6 +16,7 @@ from store.check.commitlog import CommitLogView, body_crc_matches, iter_records
 from store.codec import record_check
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from store.codec.index_codec import ENTRY_STRUCT, decode_header, entry_position, index_file_size
+from store.dledger.layout import log_dirs    # a DLedger store: dledger-<id>/data
 from store.errors import StoreError
 
 __all__ = ["DUMP_LIMIT_DEFAULT", "dump_index_entries", "dump_queue_units", "dump_records"]
@@ -28,7 +29,7 @@ def dump_records(config, *, start_phy_offset: int = 0, limit: int = DUMP_LIMIT_D
     """Up to `limit` rows from `start_phy_offset`: every record, BLANK filler and the first invalid
     spot, as `checkMessageAndReturnSize` sees them. `verify` adds `valid` (BODYCRC and PHYSICALOFFSET)."""
     rows = []
-    with CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) as view:
+    with CommitLogView(log_dirs(config), config.mapped_file_size_commit_log) as view:
         for phy_offset, result in iter_records(view, start_phy_offset):
             if len(rows) >= limit:
                 break
@@ -77,7 +78,7 @@ def dump_queue_units(config, topic: str, queue_id: int, *, start_queue_offset: i
         raise StoreError(f"no consume queue directory {queue_dir}")
     start = start_queue_offset
     rows = []
-    view = CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) \
+    view = CommitLogView(log_dirs(config), config.mapped_file_size_commit_log) \
         if verify else None
     try:
         for name in sorted(n for n in os.listdir(queue_dir) if n.isdigit() and len(n) == 20):
@@ -112,7 +113,7 @@ def dump_index_entries(config, *, file_name: str | None = None, start_entry: int
     (UNIQ_KEY or a KEYS token) hashes to keyHash, and prevIndex links to an older entry of the same
     slot (IndexFile.putKey)."""
     if verify:
-        with CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) as view:
+        with CommitLogView(log_dirs(config), config.mapped_file_size_commit_log) as view:
             return _dump_index(config, file_name, start_entry, limit, view)
     return _dump_index(config, file_name, start_entry, limit, None)
 
