@@ -393,3 +393,25 @@ def test_a_broken_offset_file_falls_back_as_rocketmq_does_and_says_so(tmp_path):
     (config_dir / "delayOffset.json.bak").unlink()
     with open_store(tmp_path, clock) as store:
         assert store.inspect.delay_levels()[0].max_offset == 1
+
+
+def test_every_level_across_clean_restarts(tmp_path):
+    """One message per default level, the store closed and reopened at each step: level n comes out
+    exactly when its delay has passed, once, and delayOffset.json grows level by level."""
+    clock = FakeClock()
+    with open_store(tmp_path, clock) as store:
+        for level in range(1, 19):
+            assert store.put_message(delayed(level=level, body=b"L%d" % level)).ok
+    start = clock.now
+    for level, delay_ms in enumerate(DEFAULT_LEVELS_MS, start=1):
+        clock.now = start + delay_ms - 1
+        with open_store(tmp_path, clock) as store:
+            assert deliver(store) == 0, level
+        clock.now = start + delay_ms
+        with open_store(tmp_path, clock) as store:
+            assert deliver(store) == 1, level
+            assert [m.body for m in read_queue(store, "RealT", 0)] == \
+                [b"L%d" % n for n in range(1, level + 1)]
+        expected = ",".join(f"{n}:1" for n in range(1, level + 1)).encode()
+        assert (tmp_path / "config" / "delayOffset.json").read_bytes() == \
+            b'{\n\t"offsetTable":{' + expected + b'\n\t}\n}'
