@@ -127,6 +127,10 @@ class StoreConfig:
     timer_wheel_enable: bool = True
     mapped_file_size_timer_log: int = 104857600
     timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 259200
+    timer_roll_window_slot: int = 172800
+    timer_flush_interval_ms: int = 1000
+    timer_congest_num_each_slot: int = 2147483647
     store_host: str = "127.0.0.1:10911"
     store_format: str = "auto"
     unknown: dict[str, str] = field(default_factory=dict, hash=False)

@@ -104,6 +104,10 @@ PROPERTIES: dict[str, tuple[str, str]] = {
     "timer_wheel_enable": ("timerWheelEnable", "flag [5.x]: the timer store (timerlog/, timerwheel)"),
     "mapped_file_size_timer_log": ("mappedFileSizeTimerLog", "bytes [5.x] (timer-log file size)"),
     "timer_precision_ms": ("timerPrecisionMs", "ms [5.x] (one wheel slot)"),
+    "timer_max_delay_sec": ("timerMaxDelaySec", "s [5.x]: a timer further away is refused at put"),
+    "timer_roll_window_slot": ("timerRollWindowSlot", "slots [5.x]: a timer further away is rolled"),
+    "timer_flush_interval_ms": ("timerFlushIntervalMs", "ms [5.x] (timer log, wheel, timercheck)"),
+    "timer_congest_num_each_slot": ("timerCongestNumEachSlot", "timers [5.x]: a fuller slot refuses puts"),
     "store_host": ("brokerIP1 + listenPort", "ip:port of this broker (in offset msgIds)"),
     "store_format": ("storeFormat", "engine-only: auto | 4.9 | 5.x"),
 }
