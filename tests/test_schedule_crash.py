@@ -1,11 +1,11 @@
 """Delay delivery across a SIGKILL of a forked writer (as tests/test_crash.py kills its producers).
 
 The writer (this file run as a script) opens a 4.9 store with its services running (real clock,
-levels "1s 2s"), puts delayed messages and acknowledges each PUT_OK with one unbuffered line, then reports how many the running
-ScheduleMessageService delivered. The parent kills it with SIGKILL (during the puts, or after some
-deliveries; or, with the 18 default levels and a writer clock running an hour per second, after
-deliveries at every level), reopens the store with a fake clock far ahead and delivers everything
-left.
+levels "1s 2s"), puts delayed messages and acknowledges each PUT_OK with one unbuffered line, then
+reports how many the running ScheduleMessageService delivered. The parent kills it with SIGKILL
+(during the puts, or after some deliveries; or, with the 18 default levels and a writer clock
+running an hour per second, after deliveries at every level), reopens the store with a fake clock
+far ahead and delivers everything left.
 
 What RocketMQ promises and we check: every acknowledged message reaches its real topic (no loss);
 a message arrives at most twice (one crash); and the repeated ones of a level are one contiguous run
