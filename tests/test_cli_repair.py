@@ -241,3 +241,45 @@ def test_columns_env_sets_the_width(capsys, monkeypatch, tmp_path):
                       if len(line) > int(columns)
                       and not any(len(w) > 30 and "/" in w for w in line.split())]
         assert long_lines == [], long_lines
+
+
+def test_records_the_cut_destroyed_leave_holes_not_renumbered_queues(capsys, tmp_path):
+    """1000 bytes off a full middle segment take whole records: their units stay (pulls skip
+    them), every other message keeps its queue offset, and check names exactly those units."""
+    fixture = next(f for f in FIXTURES if f.endswith("rolled-64k"))
+    root = copy_store(fixture, tmp_path)
+    config = os.path.join(fixture, "store.properties")
+    segment = os.path.join(root, "commitlog", "00000000000000000000")
+    os.truncate(segment, 65536 - 1000)
+    code, out, err = run(capsys, "recover", "--pad-truncated", "--store", root, "--config", config)
+    assert code == 0, err
+    assert "keeps its units" in out and "records from byte" in out
+    lost = {(m["topic"], m["queueId"], m["queueOffset"])
+            for q in load_dump(fixture)["queues"] for m in q["messages"]
+            if m["commitLogOffset"] + m["storeSize"] > 65536 - 1000
+            and m["commitLogOffset"] < 65536}
+    assert lost
+    served = served_messages(fixture, root)
+    for key, rows in expected_messages(fixture).items():
+        assert served[key] == [r for r in rows if (*key, r[0]) not in lost], key
+    code, after = check_json(capsys, root, config)
+    named = {f["message"].split(" (phy")[0] for f in after["findings"] if f["severity"] == "error"}
+    assert named == {f"{t}/{q} unit {o}" for t, q, o in lost}
+
+
+def test_pull_on_unreadable_data_names_the_queue_file_and_repair(capsys, tmp_path, monkeypatch):
+    """A decoder error without a file (`corrupt data in byte 4: ...`) gets the queue, the CQ file
+    and the repair command added."""
+    from store.errors import CorruptDataError
+    from store.message_store import MessageStore as Store
+    fixture = next(f for f in FIXTURES if f.endswith("rolled-64k"))
+    root = copy_store(fixture, tmp_path)
+
+    def broken(*_args, **_kwargs):
+        raise CorruptDataError(None, 4, "magic 0xa320a726 where a message record should start")
+    monkeypatch.setattr(Store, "get_message", broken)
+    code, _out, err = run(capsys, "pull", "G", "TopicA", "0", "--offset", "3", "--store", root,
+                          "--config", os.path.join(fixture, "store.properties"))
+    assert code == 2 and "magic 0xa320a726" in err
+    assert "consumequeue/TopicA/0/00000000000000000000" in err and "byte 60" in err
+    assert "rmqstore recover" in err and err.count("\n") == 1

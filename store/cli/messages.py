@@ -83,6 +83,7 @@ def cmd_produce(args) -> int:
 # -- pull -----------------------------------------------------------------------------------------
 
 def cmd_pull(args) -> int:
+    from store.errors import CorruptDataError
     if args.max < 1:
         raise UsageError("--max must be >= 1")
     validate_topic_arg(args.topic)
@@ -93,8 +94,17 @@ def cmd_pull(args) -> int:
             committed = store.query_consumer_offset(args.group, args.topic, args.queue)
             offset = committed if committed >= 0 else store.get_min_offset_in_queue(args.topic,
                                                                                     args.queue)
-        result = store.get_message(args.group, args.topic, args.queue, offset, args.max,
-                                   tag_expression=args.tags, long_poll_ms=args.long_poll_ms)
+        try:
+            result = store.get_message(args.group, args.topic, args.queue, offset, args.max,
+                                       tag_expression=args.tags, long_poll_ms=args.long_poll_ms)
+        except CorruptDataError as error:
+            cq_file, position = _unit_location(store.config, args.topic, args.queue, offset)
+            raise CorruptDataError(
+                error.path, error.position,
+                f"{error.reason} (pulling {args.topic}/{args.queue} from queue offset {offset}: a "
+                f"unit from byte {position} of {cq_file} on points at it; rmqstore check --store "
+                f"{store.config.store_path_root_dir} names the unit, rmqstore recover rebuilds the "
+                f"queue)") from None
         if args.commit and result.messages:
             store.commit_consumer_offset(args.group, args.topic, args.queue,
                                          result.next_begin_offset)

@@ -187,7 +187,10 @@ def _pad_segment(config, path: str, size: int, backup: "_Backup", report: Repair
             handle.write(bytes(len(data[end:].rstrip(b"\0"))))
             detail = "zeros after the last complete record (recovery ends the log there)"
         else:
+            # The filler's body is zeroed too: torn header bytes left there would still name a
+            # queue and queue offset, and a reader trusting them would decode a BLANK.
             handle.write(_BLANK_HEADER.pack(segment_size - end, BLANK_MAGIC))
+            handle.write(bytes(max(0, len(data[end + 8:].rstrip(b"\0")))))
             detail = "a BLANK filler after the last complete record (the log goes on in the next " \
                      "segment)"
         handle.flush()
