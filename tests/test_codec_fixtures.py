@@ -238,10 +238,14 @@ def test_properties_text_is_one_java_hashmap(fixture):
         text = decoded.properties_raw.decode("utf-8")
         assert text.endswith("\x02") == (style == "5.x"), record.phy_offset
         names = [segment.split("\x01", 1)[0] for segment in text.split("\x02") if segment]
+        raw = decoded.properties_raw
+        if names[-1:] == ["__CRC32#"]:
+            # [5.x] enabledAppendPropCRC's 20-byte trailer follows the map (store.codec.prop_crc).
+            names.pop()
+            raw, text = raw[:-20], text[:-20]
         # A 5.x timer delivery re-puts a message decoded from the log: MessageDecoder's map has
         # 128 buckets (timer fixtures: every copy carrying TIMER_DEQUEUE_MS).
         capacity = 128 if "TIMER_DEQUEUE_MS" in names else 16
         assert java_hashmap_order(names, capacity) == names, record.phy_offset
         in_stored_order = dict(decode_properties(text))
-        assert encode_properties(in_stored_order, style=style, capacity=capacity) == \
-            decoded.properties_raw
+        assert encode_properties(in_stored_order, style=style, capacity=capacity) == raw
