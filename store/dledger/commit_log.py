@@ -30,7 +30,7 @@ import numpy as np
 
 from store.codec import message as msgcodec
 from store.codec import record_check
-from store.commitlog.commit_log import CommitLog
+from store.commitlog.commit_log import CommitLog, is_queued_transaction_type
 from store.dledger.entries import (BLANK, ENTRY, STOP, IndexFiles, check_entry_at, file_tuple,
                                    walk_entries)
 from store.dledger.entry_codec import ENTRY_HEADER_BYTES, ENTRY_MAGIC_1
@@ -241,6 +241,7 @@ class DLedgerCommitLog(CommitLog):
                 report.records_checked += 1
                 report.last_record_offset = what.body_pos
                 process_offset = what.pos + what.size
+                _note_queue(report, files[number][1], position, what)
             elif step == BLANK:
                 process_offset = base + files[number][2]
             else:
@@ -326,6 +327,20 @@ class DLedgerCommitLog(CommitLog):
             if store_timestamp != 0 and store_timestamp <= min_timestamp:
                 return number
         return 0
+
+
+def _note_queue(report, buffer, position: int, header) -> None:
+    """The highest queue offset per queue among the walked records (the loader plans the rebuild
+    of a missing consume queue from it, `RecoveryReport.scanned_queue_max`)."""
+    result = record_check.check_message(buffer, position + ENTRY_HEADER_BYTES, check_crc=False,
+                                        limit=position + header.size)
+    if result.kind != record_check.CHECK_RECORD:
+        return
+    request = result.request
+    if is_queued_transaction_type(request.sys_flag):
+        key = (request.topic, request.queue_id)
+        if request.consume_queue_offset >= report.scanned_queue_max.get(key, -1):
+            report.scanned_queue_max[key] = request.consume_queue_offset
 
 
 def _set_positions(queue, process_offset: int) -> None:

@@ -192,8 +192,10 @@ class IndexReader(DataSourceReader):
 
 def register_data_sources(spark) -> None:
     """Register `rocketmq-commitlog` (batch and streaming), `rocketmq-consumequeue`, `rocketmq-index`,
-    `rocketmq-timerlog`."""
+    `rocketmq-timerlog`, `rocketmq-dledger`."""
+    from store.pipeline.source_dledger import DLedgerDataSource       # DLedger entries
     from store.pipeline.source_timerlog import TimerLogDataSource     # the 5.x timer log
 
-    for source in (CommitLogDataSource, ConsumeQueueDataSource, IndexDataSource, TimerLogDataSource):
+    for source in (CommitLogDataSource, ConsumeQueueDataSource, IndexDataSource, TimerLogDataSource,
+                   DLedgerDataSource):
         spark.dataSource.register(source)
