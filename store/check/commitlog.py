@@ -19,7 +19,7 @@ import numpy as np
 
 from store.check.findings import Sink
 from store.codec import message as msgcodec
-from store.codec import record_check
+from store.codec import prop_crc, record_check
 from store.mappedfile.mapped_file import parse_file_name
 
 _INT = struct.Struct(">i")
@@ -37,8 +37,11 @@ class Segment:
 class CommitLogView:
     """The segment files of every commit-log directory, mapped read-only, in name order."""
 
-    def __init__(self, directories, segment_size_bytes: int, delay_levels_ms=None):
+    def __init__(self, directories, segment_size_bytes: int, delay_levels_ms=None, *,
+                 force_verify_prop_crc: bool = False):
         self.segment_size_bytes = segment_size_bytes
+        # [5.x] forceVerifyPropCRC: recovery checks each record's `__CRC32#` instead of BODYCRC.
+        self.force_verify_prop_crc = force_verify_prop_crc
         self.delay_levels_ms = tuple(delay_levels_ms or record_check.DEFAULT_DELAY_LEVELS_MS)
         self.segments: list[Segment] = []
         self.ignored_names: list[str] = []
@@ -264,7 +267,7 @@ def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogSc
         result = record_check.check_message(buffer, position, check_crc=False, limit=size,
                                             delay_levels_ms=view.delay_levels_ms)
         if result.kind == record_check.CHECK_RECORD:
-            _check_record(segment, position, result, sink)
+            _check_record(segment, position, result, sink, view.force_verify_prop_crc)
             starts.append(base + position)
             request = result.request
             scan.records += 1
@@ -292,16 +295,37 @@ def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogSc
     return base + position
 
 
-def _check_record(segment: Segment, position: int, result, sink: Sink) -> None:
+def _check_record(segment: Segment, position: int, result, sink: Sink,
+                  force_verify_prop_crc: bool = False) -> None:
     phy_offset = segment.file_from_offset + position
     if result.request.commit_log_offset != phy_offset:
         sink.add("error", "commitlog", segment.path, position + msgcodec.PHY_OFFSET_POSITION,
                  f"PHYSICALOFFSET field says {result.request.commit_log_offset} but the record "
                  f"starts at {phy_offset}")
     if not body_crc_matches(segment.buffer, position):
-        sink.add("error", "commitlog", segment.path, position + 8,
-                 f"BODYCRC does not match the body of the record at {phy_offset} "
-                 f"(recovery with checkCRCOnRecover stops here)")
+        sink.add("warning" if force_verify_prop_crc else "error", "commitlog", segment.path,
+                 position + 8, f"BODYCRC does not match the body of the record at {phy_offset} "
+                 + ("(forceVerifyPropCRC: recovery checks the property CRC instead)"
+                    if force_verify_prop_crc else "(recovery with checkCRCOnRecover stops here)"))
+    if force_verify_prop_crc or prop_crc.has_reserved_trailer(segment.buffer, position, result.size):
+        _check_prop_crc(segment, position, result, sink, force_verify_prop_crc)
+
+
+def _check_prop_crc(segment: Segment, position: int, result, sink: Sink, forced: bool) -> None:
+    """[5.x] The record's `__CRC32#` (store.codec.prop_crc) against its bytes: an error when
+    forceVerifyPropCRC makes recovery check it, else a warning (a restart with it on would cut)."""
+    ok, reason = prop_crc.check_property_crc(segment.buffer, result.request.properties,
+                                             position + result.size, result.size)
+    if ok:
+        return
+    phy_offset = segment.file_from_offset + position
+    sink.add("error" if forced else "warning", "commitlog", segment.path,
+             position + result.size - prop_crc.CRC32_RESERVED_LENGTH,
+             f"{reason} at {phy_offset}; `rmqstore dump records --verify` shows its bytes",
+             on_restart="recovery (checkCRCOnRecover + forceVerifyPropCRC) ends the log before this "
+                        "record and cuts everything after it" if forced else
+                        "nothing while forceVerifyPropCRC=false; with it on, recovery would end "
+                        "the log before this record")
 
 
 _PAD_ADVICE = {"repair": "rmqstore recover --pad-truncated --store {store}"}

@@ -37,6 +37,7 @@ from store.check.timer import check_timer
 from store.codec import fastjson
 from store.codec.checkpoint_codec import (CHECKPOINT_FILE_SIZE_BYTES, decode_checkpoint,
                                           used_bytes)
+from store.codec.prop_crc import CRC_PROPERTY
 from store.errors import StoreError
 
 __all__ = ["COMPONENTS", "SEVERITIES", "Finding", "check_all", "check_store", "has_errors"]
@@ -78,7 +79,8 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None) ->
     from store.dledger.layout import find_dledger
     dledger = _guarded(sink, "commitlog", find_dledger, config)   # enableDLegerCommitLog
     view = _guarded(sink, "commitlog", CommitLogView, [dledger.data_dir] if dledger else
-                    config.commit_log_dirs, config.mapped_file_size_commit_log, delay_levels)
+                    config.commit_log_dirs, config.mapped_file_size_commit_log, delay_levels,
+                    force_verify_prop_crc=config.recovery_crc_mode(style) == CRC_PROPERTY)
     if view is None:
         return
     try:
