@@ -103,3 +103,28 @@ def test_a_record_of_another_topic_with_the_same_queue_and_offset_is_not_served(
         bodies = [(m if decode is True else decode_message(bytes(m))).body for m in got.messages]
         assert bodies == [b"A0:4"] and got.next_begin_offset == 7   # the window: units 4-6
         assert len(got.skipped) == 2 and "B/0 queue offset 5" in got.skipped[0]
+
+
+def test_only_units_from_disk_are_checked(crafted):
+    """Units this process's dispatch wrote are trusted (no record read); those loaded are not."""
+    import store.commitlog.read_path as read_path
+
+    with MessageStore.open(crafted) as store:
+        queues = store.consume_queues
+        assert queues.pull_window("A", 0, 0, 1)[3] == 8   # recovered from disk: 0-7 checked
+        assert store.put_message(Message("A", b"A0:8", queue_id=0)).ok
+        for _ in range(200):
+            if store.get_max_offset_in_queue("A", 0) == 9:
+                break
+            store.dispatch_pending()
+        calls = []
+        real = read_path._carries
+        read_path._carries = lambda *args: calls.append(args[2]) or real(*args)
+        try:
+            assert [m.body for m in store.get_message("g", "A", 0, 8, 4).messages] == [b"A0:8"]
+            assert calls == []
+            assert [m.body for m in store.get_message("g", "A", 0, 7, 4).messages] == \
+                [b"A0:7", b"A0:8"]
+            assert calls == [7]
+        finally:
+            read_path._carries = real

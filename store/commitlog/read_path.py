@@ -17,16 +17,18 @@ fire, records in several segments or expired), the general numpy plan or the uni
 decides; tests/test_read_path.py checks all of them against that loop.
 
 The last line against a wrong message: a unit whose record is not the one it names is never
-served. Every served record must carry the pulled queue id and its unit's queue offset (QUEUEID at
-byte 12, QUEUEOFFSET at byte 20 of the record, `MessageDecoder`'s fixed header: one C-level
-unpack per record, `_carries`) and the pulled topic (TOPIC right after the body of a v1 record
-with IPv4 hosts, else `_topic_of`; a decoded message's topic). When that fails, the unit-by-unit loop reads the
-window again checking each record in full (`_wrong_record`) and skips the wrong ones like RocketMQ
-skips an unreadable unit (counted as scanned, MESSAGE_WAS_REMOVING if nothing was taken before
-it), with a one-line reason each in `GetMessageResult.skipped` (shown in `explanation`).
+served. Units this process's dispatch wrote at their record's own queue offset are right by
+construction (the file queue's `trusted_from`: every unit at or past it; those below came from
+disk, or follow an out-of-order write). Any other unit's record must carry the pulled queue id
+and the unit's queue offset (QUEUEID at byte 12, QUEUEOFFSET at byte 20, `MessageDecoder`'s fixed
+header: one C-level unpack per record, `_carries`) and the pulled topic (right after the body of
+a v1 record with IPv4 hosts, else `_topic_of`; a decoded message's topic). When that fails, the
+unit-by-unit loop reads the window again checking each record in full (`_wrong_record`) and skips
+the wrong ones like RocketMQ skips an unreadable unit (counted as scanned, MESSAGE_WAS_REMOVING if
+nothing was taken before it), with a one-line reason each in `GetMessageResult.skipped`.
 RocketMQ itself does not check this (`DefaultMessageStore.getMessage` serves whatever the unit's
 offset and size select); it matters after a power cut or a recovery bug leaves a unit pointing at
-another record.
+another record. The RocksDB queue keeps no such boundary: its pulls always check.
 """
 
 from __future__ import annotations
@@ -125,11 +127,18 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
     if pull_window is not None:
         # One call under the queue store's lock: min, max and the window's units (bytes).
         window = pull_window(topic, queue_id, queue_offset, probe_units)
-        min_offset, max_offset, data = window if window is not None else (0, 0, None)
+        if window is not None:
+            min_offset, max_offset, data = window[0], window[1], window[2]
+            # Units written by this process's dispatch name their records: no check needed.
+            trusted = len(window) > 3 and queue_offset >= window[3]
+        else:
+            min_offset = max_offset = 0
+            data, trusted = None, False
     else:
         min_offset = consume_queues.get_min_offset(topic, queue_id)
         max_offset = consume_queues.get_max_offset(topic, queue_id)
-        data = None
+        data, trusted = None, False
+    checked_topic = None if trusted else topic
     if max_offset == 0 or not min_offset <= queue_offset < max_offset:
         return _outside_queue(known_queue, topic, queue_id, queue_offset, min_offset, max_offset)
     if pull_window is None:
@@ -146,10 +155,10 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
                             max_total_msg_size, commit_log_max, in_memory_bytes)
         if plan is not None and plan[2] < probe_units:
             records = _slice_records(commit_log, plan[0], plan[1], view)
-            if records is not None and \
-                    _carries(records, queue_id, queue_offset, plan[4], topic, decode):
+            if records is not None and (
+                    trusted or _carries(records, queue_id, queue_offset, plan[4], topic, decode)):
                 found = _found(records, decode, queue_offset + plan[2], min_offset, max_offset,
-                               (commit_log_max - plan[3]) > in_memory_bytes, topic)
+                               (commit_log_max - plan[3]) > in_memory_bytes, checked_topic)
                 if found is not None:
                     return found
         data = _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
@@ -169,10 +178,11 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
             if taken_count < count:
                 phys, sizes = phys[:taken_count], sizes[:taken_count]
             records = _slice_records(commit_log, phys, sizes, view)
-            if records is not None and \
-                    _carries(records, queue_id, queue_offset, None, topic, decode):
+            if records is not None and (
+                    trusted or _carries(records, queue_id, queue_offset, None, topic, decode)):
                 found = _found(records, decode, queue_offset + taken_count, min_offset,
-                               max_offset, (commit_log_max - phys[-1]) > in_memory_bytes, topic)
+                               max_offset, (commit_log_max - phys[-1]) > in_memory_bytes,
+                               checked_topic)
                 if found is not None:
                     return found
             return _scan_sequentially(
@@ -181,7 +191,7 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
                 commit_log_max, in_memory_bytes, verify=(topic, queue_id))
     return _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_msg_nums,
                          tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
-                         commit_log_max, in_memory_bytes)
+                         commit_log_max, in_memory_bytes, trusted)
 
 
 def _more_units(pull_window, consume_queues, topic: str, queue_id: int, queue_offset: int,
@@ -213,7 +223,7 @@ def _outside_queue(known_queue, topic: str, queue_id: int, queue_offset: int, mi
 
 def _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_msg_nums, tag_filter,
                   limits, max_total_msg_size, min_offset, max_offset, decode, commit_log_max,
-                  in_memory_bytes) -> GetMessageResult:
+                  in_memory_bytes, trusted) -> GetMessageResult:
     """A pull the tuple shortcut does not take (a filter, a large window, a byte limit that may
     fire): `_plan_window`'s numpy plan, else `_plan_scan`; the unit-by-unit loop when a taken
     record is gone."""
@@ -228,9 +238,11 @@ def _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_ms
     else:
         phys, sizes, scanned, max_phy_pulling, taken = plan
     records = _slice_records(commit_log, phys, sizes, view=decode == "view")
-    if records is not None and _carries(records, queue_id, queue_offset, taken, topic, decode):
+    if records is not None and (
+            trusted or _carries(records, queue_id, queue_offset, taken, topic, decode)):
         found = _found(records, decode, queue_offset + scanned, min_offset, max_offset,
-                       (commit_log_max - max_phy_pulling) > in_memory_bytes, topic)
+                       (commit_log_max - max_phy_pulling) > in_memory_bytes,
+                       None if trusted else topic)
         if found is not None:
             return found
     # Some units point at expired commit log data, or at a record that is not theirs:
@@ -242,12 +254,13 @@ def _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_ms
 
 
 def _found(records, decode, next_begin_offset, min_offset, max_offset, suggest_slave, topic):
-    """The result of a scan that read every unit it took; None if a decoded message is of
-    another topic (then the unit-by-unit loop decides)."""
+    """The result of a scan that read every unit it took; None if a decoded message is not of
+    `topic` (None: not checked, trusted units) (then the unit-by-unit loop decides)."""
     status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
     if decode is True:
         records = [decode_message(raw) for raw in records]
-        if [message.topic for message in records].count(topic) != len(records):
+        if topic is not None and \
+                [message.topic for message in records].count(topic) != len(records):
             return None
     return GetMessageResult(status, next_begin_offset, min_offset, max_offset, records,
                             suggest_slave)

@@ -49,6 +49,10 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
         self.min_logic_offset = 0      # CQ byte offset of the first unit still backed by the log
         self.commit_log_min_offset = 0  # last value seen by correct_min_offset (time lookups)
         self.order_warnings = 0        # "[BUG]logic queue order maybe wrong" count
+        # Units at or past this queue offset were written here by dispatch at their record's own
+        # queue offset (so they name their record); those below came from disk (load/recovery)
+        # or follow an out-of-order write: a pull checks their records (commitlog/read_path.py).
+        self.trusted_from = 0
         self._first_created = None     # the file created while the queue had none (pre-fill rule)
         self.time_cache: dict[tuple[int, str], int] = {}  # (file start, "start"/"stop") -> ms
 
@@ -56,6 +60,11 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
 
     def load(self) -> None:
         self.mapped_files.load()
+        # Every unit on disk is untrusted (recovery lowers this to where the queue really ends);
+        # read-only, another process writes: nothing is.
+        files = self.mapped_files.files
+        self.trusted_from = 1 << 62 if self.read_only else \
+            files[-1].file_end_offset // CQ_UNIT_SIZE if files else 0
 
     # -- writing (spec §4.4) ---------------------------------------------------------------------
 
@@ -88,6 +97,7 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
             if queue_offset != 0 and expected < current:
                 continue  # already built
             if expected != current:
+                self.trusted_from = max(self.trusted_from, current // CQ_UNIT_SIZE + 1)
                 self.order_warnings += 1
                 log.warning("logic queue order maybe wrong: %s-%d expected %d, writing at %d",
                             self.topic, self.queue_id, expected, current)
@@ -133,16 +143,17 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
         data = self.unit_bytes(queue_offset, max_units)
         return None if data is None else np.frombuffer(data, dtype=CQ_UNIT_DTYPE)
 
-    def pull_window(self, queue_offset: int, max_units: int) -> tuple[int, int, bytes | None]:
-        """(min offset, max offset, the bytes of up to `max_units` units from `queue_offset`): what
-        a pull needs in one call. The bytes are None when the offset is outside [min, max) (nothing
-        is mapped then) or its file is gone."""
+    def pull_window(self, queue_offset: int, max_units: int
+                    ) -> tuple[int, int, bytes | None, int]:
+        """(min offset, max offset, the bytes of up to `max_units` units from `queue_offset`,
+        `trusted_from`): what a pull needs in one call. The bytes are None when the offset is
+        outside [min, max) (nothing is mapped then) or its file is gone."""
         min_offset = self.min_logic_offset // CQ_UNIT_SIZE
         max_offset = self.max_offset()
         if queue_offset < min_offset or queue_offset >= max_offset:
-            return min_offset, max_offset, None
-        return min_offset, max_offset, self.unit_bytes(queue_offset,
-                                                       min(max_units, max_offset - queue_offset))
+            return min_offset, max_offset, None, self.trusted_from
+        return min_offset, max_offset, self.unit_bytes(
+            queue_offset, min(max_units, max_offset - queue_offset)), self.trusted_from
 
     def unit_bytes(self, queue_offset: int, max_units: int) -> bytes | None:
         """A copy of the units `get_units` returns (copied: the file may be unmapped later)."""

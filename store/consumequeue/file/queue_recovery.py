@@ -73,6 +73,8 @@ class QueueRecovery:
             self.max_phy_end = self._unit_end_before(files, end)
         self._cut_at(end)
         self.time_cache.clear()
+        if not self.read_only:
+            self.trusted_from = end // CQ_UNIT_SIZE   # the units below came from disk
         return self.max_phy_end
 
     @staticmethod
