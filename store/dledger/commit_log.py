@@ -14,7 +14,8 @@ So every read of the base `CommitLog` works unchanged on the data files; what di
 - recovery is `DLedgerMmapFileStore.recover` (the entry walk, `store.dledger.entries`), then
   RocketMQ's `dledgerRecoverNormally/Abnormally` (cut consume queues past the log; after a crash,
   re-dispatch from the data file `isMmapFileMatchedRecover` picks);
-- this engine does not write DLedger entries: appends raise `ReadOnlyStoreError`.
+- writing (`store.dledger.writer`): a single-member group only, as its leader; a larger group
+  needs a quorum, and appends raise `ReadOnlyStoreError`.
 
 The committed index is the `checkpoint`'s `committedIndex` (`recover()`, capped at the last entry).
 A single-member group (`dLegerPeers` lists one peer) commits its whole log as soon as it leads
@@ -30,12 +31,16 @@ import numpy as np
 
 from store.codec import message as msgcodec
 from store.codec import record_check
-from store.commitlog.commit_log import CommitLog, is_queued_transaction_type
+from store.commitlog.commit_log import (AppendResult, CommitLog, RecordTooLargeForSegment,
+                                        is_queued_transaction_type)
 from store.dledger.entries import (BLANK, ENTRY, STOP, IndexFiles, check_entry_at, file_tuple,
                                    walk_entries)
 from store.dledger.entry_codec import ENTRY_HEADER_BYTES, ENTRY_MAGIC_1
 from store.dledger.layout import DLedgerLayout, read_long, read_properties
-from store.errors import CorruptDataError, ReadOnlyStoreError
+from store.dledger.writer import (IndexWriter, append_entry, check_writable, index_unit_of,
+                                  persist_checkpoint)
+from store.errors import CorruptDataError
+from store.mappedfile.mapped_file_queue import MappedFileQueue
 
 
 @dataclass
@@ -51,6 +56,18 @@ class DLedgerState:
     checkpoint_committed_index: int | None = None
     checkpoint_end_index: int | None = None
     index_file_present: bool = False
+    current_term: int = 0           # currterm's currTerm (the term a leader appends in)
+
+
+class _DataFiles(MappedFileQueue):
+    """The data files; closing a writable log persists DLedger's checkpoint first (shutdown)."""
+
+    on_close = None
+
+    def close(self) -> None:
+        if self.on_close is not None:
+            self.on_close()
+        super().close()
 
 
 class DLedgerCommitLog(CommitLog):
@@ -66,6 +83,19 @@ class DLedgerCommitLog(CommitLog):
         self.layout = layout
         self.state = DLedgerState()
         self._entry_ends: dict[int, int] = {}       # entry index -> pos + size, of walked entries
+        self.mapped_files = _DataFiles(layout.data_dir, layout.data_file_bytes, read_only=read_only)
+        self.mapped_files.on_close = self._on_close
+        self.index_writer = None if read_only else IndexWriter(layout.index_dir,
+                                                               layout.index_file_bytes)
+        self.dirty = False
+
+    def _on_close(self) -> None:
+        if self.index_writer is None:
+            return
+        if self.state.ledger_end_index >= 0:
+            persist_checkpoint(self)
+        self.index_writer.flush()
+        self.index_writer.close()
 
     # -- offsets ---------------------------------------------------------------------------------
 
@@ -86,18 +116,36 @@ class DLedgerCommitLog(CommitLog):
             phy_offset += ENTRY_HEADER_BYTES
         return super().store_timestamp_at(phy_offset, size)
 
-    # -- no writes -------------------------------------------------------------------------------
+    # -- writes (a single-member group) ---------------------------------------------------------
 
-    def _refuse(self):
-        raise ReadOnlyStoreError(f"{self.layout.data_dir} is a DLedger commit log "
-                                 f"(enableDLegerCommitLog): this engine reads it but does not "
-                                 f"write DLedger entries")
+    def append_one(self, record, draft) -> AppendResult:
+        return self.append([record], [draft])
 
-    def append_one(self, record, draft):
-        self._refuse()
-
-    def append(self, records, drafts, now_ms=None):
-        self._refuse()
+    def append(self, records, drafts, now_ms=None) -> AppendResult:
+        """One entry per record (store.dledger.writer); records of one topic and queue."""
+        check_writable(self)
+        for record in records:
+            if ENTRY_HEADER_BYTES + len(record) + 8 > self.segment_size_bytes:
+                raise RecordTooLargeForSegment(
+                    f"{len(record)} bytes need a DLedger data file of at least "
+                    f"{ENTRY_HEADER_BYTES + len(record) + 8} bytes")
+        first = drafts[0]
+        queued = is_queued_transaction_type(first.sys_flag)
+        key = (first.topic, first.queue_id)
+        with self.put_lock:
+            store_timestamp = self.clock_ms() if now_ms is None else now_ms
+            store_timestamp = max(store_timestamp, self.last_store_timestamp)
+            queue_offset = self.queue_offsets.get(key, 0) if queued else 0
+            positions = [append_entry(self, record, draft, queue_offset + i if queued else 0,
+                                      store_timestamp)
+                         for i, (record, draft) in enumerate(zip(records, drafts))]
+            if queued:
+                self.queue_offsets[key] = queue_offset + len(records)
+            self.last_store_timestamp = store_timestamp
+        msg_ids = tuple(self._msg_id_prefix + f"{pos + ENTRY_HEADER_BYTES:016X}"
+                        for pos in positions)
+        return AppendResult(positions[0] + ENTRY_HEADER_BYTES, sum(len(r) for r in records),
+                            queue_offset, store_timestamp, msg_ids, len(records))
 
     # -- walking ---------------------------------------------------------------------------------
 
@@ -200,7 +248,10 @@ class DLedgerCommitLog(CommitLog):
         report.step("choose start", f"DLedger recovery walks entries from {files[start].path}"
                     + ("" if index_files.present else " (no index file: it is rebuilt from the "
                                                         "data by the broker)"))
-        process_offset, stop = self._walk_for_recovery(start, report)
+        try:
+            process_offset, stop = self._walk_for_recovery(start, report, index_files)
+        finally:
+            index_files.close()
         last = files[-1]
         if last.file_from_offset - process_offset > last.file_size_bytes:
             raise CorruptDataError(last.path, 0, f"DLedger recovery ends at {process_offset}, more "
@@ -225,9 +276,13 @@ class DLedgerCommitLog(CommitLog):
                                     cq_max_phy_offset=cq_max_phy_offset,
                                     min_timestamp=min_timestamp)
 
-    def _walk_for_recovery(self, start: int, report):
+    def _walk_for_recovery(self, start: int, report, index_files: IndexFiles):
+        """The entry walk; a writable open also rewrites the index from the first unit that does
+        not match its entry (`recover()`'s needWriteIndex)."""
         state = self.state
         files = self._files()
+        writer = self.index_writer
+        rewrite_from = None
         process_offset = files[start][0]
         first = None
         stop = None
@@ -242,12 +297,20 @@ class DLedgerCommitLog(CommitLog):
                 report.last_record_offset = what.body_pos
                 process_offset = what.pos + what.size
                 _note_queue(report, files[number][1], position, what)
+                if writer is not None:
+                    if rewrite_from is None and not index_files.matches(what):
+                        rewrite_from = what.index
+                    if rewrite_from is not None:
+                        writer.write(what.index, index_unit_of(what))
             elif step == BLANK:
                 process_offset = base + files[number][2]
             else:
                 stop = what
                 if not what.clean or "zeros" in what.reason:
                     process_offset = what.phy_offset
+        if rewrite_from is not None:
+            report.step("dledger index", f"index units rewritten from entry {rewrite_from} "
+                                         f"(they did not match the data, or no index file)")
         if first is not None:
             head, _ = check_entry_at(files[0][1], 0, files[0][0], files[0][2])
             state.ledger_begin_index = (head or first).index if start else first.index
@@ -255,6 +318,7 @@ class DLedgerCommitLog(CommitLog):
 
     def _load_committed(self, report) -> None:
         state = self.state
+        state.current_term = read_long(read_properties(self.layout.currterm_path), "currTerm") or 0
         checkpoint = read_properties(self.layout.checkpoint_path)
         state.checkpoint_committed_index = read_long(checkpoint, "committedIndex")
         state.checkpoint_end_index = read_long(checkpoint, "endIndex")

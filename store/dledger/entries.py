@@ -116,6 +116,7 @@ class IndexFiles:
     def __init__(self, directory: str):
         self.directory = directory
         self.files: list[tuple[int, str, int]] = []     # (file_from_offset, path, size_bytes)
+        self._handles: dict[str, object] = {}
         try:
             names = sorted(os.listdir(directory))
         except OSError:
@@ -135,13 +136,20 @@ class IndexFiles:
         offset = entry_index * INDEX_UNIT_BYTES
         for start, path, size in self.files:
             if start <= offset and offset + INDEX_UNIT_BYTES <= start + size:
-                with open(path, "rb") as handle:
-                    handle.seek(offset - start)
-                    data = handle.read(INDEX_UNIT_BYTES)
+                handle = self._handles.get(path)
+                if handle is None:
+                    handle = self._handles[path] = open(path, "rb")   # noqa: SIM115 (close())
+                handle.seek(offset - start)
+                data = handle.read(INDEX_UNIT_BYTES)
                 if len(data) < INDEX_UNIT_BYTES:
                     return None
                 return decode_index_unit(data, 0, path=path)
         return None
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
 
     def matches(self, header: EntryHeader) -> bool:
         unit = self.unit(header.index)
