@@ -20,6 +20,7 @@ from store.inspect.live import StoreInspector
 from store.lookups import LookupsMixin
 from store.recovery.loader import open_parts
 from store.services.lifecycle import StoreServices
+from store.timer.hook import TimerHookSettings, TimerRefused, rewrite_timer_message
 
 
 class MessageStore(LookupsMixin):
@@ -47,6 +48,8 @@ class MessageStore(LookupsMixin):
             delay_levels_ms=tuple(parse_delay_levels(cfg.message_delay_level)),
             segment_size_bytes=cfg.mapped_file_size_commit_log,
             append_prop_crc=self.style == "5.x" and cfg.enabled_append_prop_crc)
+        # [5.x] the broker's put hook for timer messages (HookUtils.handleScheduleMessage).
+        self._timer_hook = TimerHookSettings.from_config(cfg) if self.style == "5.x" else None
         self._limits = TransferLimits(
             cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
             cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk,
@@ -121,6 +124,18 @@ class MessageStore(LookupsMixin):
         schedule = self.services.schedule
         return 0 if schedule is None else schedule.deliver_due()
 
+    def deliver_timers(self) -> int:
+        """[5.x] One round of the timer service now, in the caller's thread: enqueue what
+        `rmq_sys_wheel_timer` holds, deliver what is due by the store's clock, flush when its interval
+        has passed; returns the messages delivered (0 without a timer service). Dispatch first."""
+        self._check_open()
+        timer = self.services.timer
+        return 0 if timer is None else timer.run_once()
+
+    def _timer_slot_num(self, time_ms: int) -> int:
+        timer = self.services.timer
+        return 0 if timer is None else timer.slot_num(time_ms)
+
     def _close_parts(self) -> None:
         for part in (self.index_service, self.consume_queues, self.commit_log.mapped_files):
             if part is not None:
@@ -159,6 +174,12 @@ class MessageStore(LookupsMixin):
         refused = self._refuse_writes()
         if refused is not None:
             return refused
+        if self._timer_hook is not None and message.properties:
+            try:
+                message = rewrite_timer_message(message, self._timer_hook, self.clock_ms(),
+                                                slot_num=self._timer_slot_num)
+            except TimerRefused as refusal:
+                return PutMessageResult(refusal.status, error=refusal.reason)
         try:
             record, draft = encode_for_put(message, self._put_settings, self.clock_ms())
         except PutRefused as refusal:

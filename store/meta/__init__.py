@@ -7,6 +7,7 @@
 | `config_files`  | `config/*.json` in the broker's fastjson dialect, atomic replacement, consumer offsets |
 | `topic_config`  | `config/topics.json`: `TopicConfigManager`                                |
 | `delay_offset`  | `config/delayOffset.json`: `DelayOffsetTable` (delivered delay levels)    |
+| `timer_metrics` | `config/timermetrics` (5.x): `TimerMetricsFile`, timers waiting per topic |
 
 May import: `store.codec`, `store.mappedfile` (for `fsync_directory`), `store.errors`.
 """

@@ -21,6 +21,7 @@ from store.services.flush import (AsyncFlushService, CommitService, ConsumeQueue
                                   GroupCommitService, TransientStorePool)
 from store.services.long_polling import PullRequestHoldService
 from store.services.schedule import build_schedule_service
+from store.services.timer import build_timer_service
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ class StoreServices:
         self.cleanup = CleanupService(parts, reput_offset_of=lambda: self.reput.reput_offset)
         # Delay levels (4.9 format, writable): ScheduleMessageService, store/services/schedule.py.
         self.schedule = build_schedule_service(parts, after_append=self.after_append, may_put=lambda: (
+            cfg.broker_role != "SLAVE" and not self.cleanup.disk_full))
+        # [5.x] timer messages (timerWheelEnable, writable): TimerService, store/services/timer.py.
+        self.timer = build_timer_service(parts, after_append=self.after_append, may_put=lambda: (
             cfg.broker_role != "SLAVE" and not self.cleanup.disk_full))
         self.started = False
         self._offsets_timer: threading.Timer | None = None
@@ -134,6 +138,8 @@ class StoreServices:
             self.hold.note_max_offset(topic, queue_id, max_offset)
         if self.schedule is not None:
             self.schedule.load()    # after dispatch caught up: offsets are clamped to the queues
+        if self.timer is not None:
+            self.timer.load()       # after dispatch caught up: recovery reads its consume queue
 
     def start(self) -> None:
         parts = self.parts
@@ -146,6 +152,8 @@ class StoreServices:
         self.cleanup.start()
         if self.schedule is not None and parts.config.broker_role != "SLAVE":
             self.schedule.start()
+        if self.timer is not None and parts.config.broker_role != "SLAVE":
+            self.timer.start()
         self._schedule_offsets_persist()
         create_abort(parts.config.store_path_root_dir, parts.style)
         self.started = True
@@ -188,6 +196,8 @@ class StoreServices:
         if parts.read_only:
             return
         self.cleanup.shutdown()
+        if self.timer is not None:
+            self.timer.shutdown()   # the broker stops the timer store first
         if self.schedule is not None:
             self.schedule.shutdown()
         if self.commit_service is not None:
@@ -213,6 +223,8 @@ class StoreServices:
         self.cleanup.shutdown()
         if self.schedule is not None:
             self.schedule.stop_quietly()
+        if self.timer is not None:
+            self.timer.stop_quietly()
         self.reput.shutdown(drain=False)
         for service in (self.commit_service, self.flush_service, self.cq_flush_service):
             if service is not None:
