@@ -9,7 +9,8 @@ from store.cli.common import (UsageError, format_time_ms, open_store, print_json
                               print_table, resolve_config, validate_topic_arg)
 from store.dledger.dump import dump_dledger_records
 from store.dledger.layout import find_dledger
-from store.inspect.raw import DUMP_LIMIT_DEFAULT, dump_index_entries, dump_queue_units, dump_records
+from store.inspect.raw import (DUMP_LIMIT_DEFAULT, PROP_CRC_PROBLEM, dump_index_entries,
+                               dump_queue_units, dump_records, record_hex_views)
 
 
 # -- dump -----------------------------------------------------------------------------------------
@@ -38,13 +39,26 @@ def cmd_dump(args) -> int:
                                   limit=wanted, verify=args.verify)
     truncated = len(rows) > args.limit
     rows = rows[:args.limit]
+    # [5.x] #9852: the bytes of (the first 3) records whose __CRC32# fails, the CRC field marked.
+    crc_failed = [row["phyOffset"] for row in rows if args.kind == "records" and dledger is None
+                  and str(row.get("problem") or "").count(PROP_CRC_PROBLEM)]
+    hex_views = record_hex_views(config, crc_failed) if crc_failed else []
     if args.json:
-        print_json({"kind": args.kind, "rows": rows, "truncated": truncated})
+        document = {"kind": args.kind, "rows": rows, "truncated": truncated}
+        if hex_views:
+            document["crcFailures"] = [view.as_dict() for view in hex_views]
+        print_json(document)
     else:
         columns = list(dict.fromkeys(c for row in rows for c in row))
         print_table([_readable_row(row) for row in rows], columns, wrap=("problem",))
         if truncated:
             print(f"(stopped at --limit {args.limit}; --start and --limit show more)")
+        for view in hex_views:
+            print(f"\nRecord at {view.phy_offset} ({len(view.raw)} bytes): {view.reason}")
+            print("\n".join(view.as_dict()["hex"]))
+        if len(crc_failed) > len(hex_views):
+            print(f"({len(crc_failed) - len(hex_views)} more records fail the property CRC; "
+                  f"--start shows them)")
     if args.verify and any(row.get("valid") is False for row in rows):
         return 1
     return 0
@@ -182,7 +196,8 @@ def add_admin_commands(subparsers, common) -> None:
     p.add_argument("--start", type=int, help="phy offset / queue offset / entry number to start at")
     p.add_argument("--limit", type=int, default=DUMP_LIMIT_DEFAULT)
     p.add_argument("--verify", action="store_true",
-                   help="records: BODYCRC and PHYSICALOFFSET; consume-queue: units point at their "
+                   help="records: BODYCRC, PHYSICALOFFSET and [5.x] the __CRC32# property CRC "
+                        "(a failing record's bytes are printed, its CRC field marked); consume-queue: units point at their "
                         "records; index: entries point at records with that key hash, prevIndex "
                         "links stay in the slot (adds valid/problem; exit 1 if any is invalid)")
     p.set_defaults(handler=cmd_dump)

@@ -14,6 +14,8 @@ Two doors, one per situation an operator is in:
 |         | next due time) from the running schedule service or `config/delayOffset.json`      |
 | `timer` | `TimerInspectMixin` of `StoreInspector` [5.x]: timer wheel, slot chains, timercheck,     |
 |         | scheduled messages and their state (`timer_query` builds the rows)                      |
+| `record_hex` | [5.x] a record's bytes as hex with its `__CRC32#` field marked and its property |
+|         | CRC judged (`StoreInspector.record_hex`, `raw.record_hex_views`; apache/rocketmq#9852)   |
 | `raw`   | functions over a store *directory* that need no open store (`rmqstore dump`): records,   |
 |         | consume-queue units and index entries as the files hold them, even when the engine      |
 |         | refuses to open the store                                                               |

@@ -13,13 +13,15 @@ import os
 import numpy as np
 
 from store.check.commitlog import CommitLogView, body_crc_matches, iter_records
-from store.codec import record_check
+from store.codec import prop_crc, record_check
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from store.codec.index_codec import ENTRY_STRUCT, decode_header, entry_position, index_file_size
 from store.dledger.layout import log_dirs    # a DLedger store: dledger-<id>/data
 from store.errors import StoreError
+from store.inspect.record_hex import RecordHexView, record_hex_view
 
-__all__ = ["DUMP_LIMIT_DEFAULT", "dump_index_entries", "dump_queue_units", "dump_records"]
+__all__ = ["DUMP_LIMIT_DEFAULT", "dump_index_entries", "dump_queue_units", "dump_records",
+           "record_hex_views"]
 
 DUMP_LIMIT_DEFAULT = 100
 
@@ -27,8 +29,11 @@ DUMP_LIMIT_DEFAULT = 100
 def dump_records(config, *, start_phy_offset: int = 0, limit: int = DUMP_LIMIT_DEFAULT,
                  verify: bool = False) -> list[dict]:
     """Up to `limit` rows from `start_phy_offset`: every record, BLANK filler and the first invalid
-    spot, as `checkMessageAndReturnSize` sees them. `verify` adds `valid` (BODYCRC and PHYSICALOFFSET)."""
+    spot, as `checkMessageAndReturnSize` sees them. `verify` adds `valid` (BODYCRC, PHYSICALOFFSET and,
+    [5.x] for a record with a `__CRC32#` trailer or under forceVerifyPropCRC, the property CRC) and
+    `problem` for an invalid record."""
     rows = []
+    force_prop_crc = config.force_verify_prop_crc and config.check_crc_on_recover
     with CommitLogView(log_dirs(config), config.mapped_file_size_commit_log) as view:
         for phy_offset, result in iter_records(view, start_phy_offset):
             if len(rows) >= limit:
@@ -43,8 +48,11 @@ def dump_records(config, *, start_phy_offset: int = 0, limit: int = DUMP_LIMIT_D
                            storeTimestamp=r.store_timestamp, tagsCode=r.tags_code, keys=r.keys,
                            uniqKey=r.uniq_key, sysFlag=r.sys_flag)
                 if verify:
-                    row["valid"] = body_crc_matches(segment.buffer, position) and \
-                        r.commit_log_offset == phy_offset
+                    problem = _record_problem(segment.buffer, position, result, phy_offset,
+                                              force_prop_crc)
+                    row["valid"] = not problem
+                    if problem:
+                        row["problem"] = problem
             elif result.kind == record_check.CHECK_INVALID and _never_written(view, segment,
                                                                                position):
                 row.update(kind=END_OF_DATA, size=0)     # zeros to the end: not damage
@@ -55,6 +63,37 @@ def dump_records(config, *, start_phy_offset: int = 0, limit: int = DUMP_LIMIT_D
 
 
 END_OF_DATA = "END"      # dump_records' row where the written data ends (zeros follow)
+PROP_CRC_PROBLEM = "__CRC32#:"    # what dump_records' `problem` holds for a failed property CRC
+
+
+def _record_problem(buffer, position: int, result, phy_offset: int, force_prop_crc: bool) -> str:
+    """Why a record `check_message` accepts is still wrong ("" when it is not)."""
+    problems = []
+    if result.request.commit_log_offset != phy_offset:
+        problems.append(f"PHYSICALOFFSET says {result.request.commit_log_offset}")
+    if not body_crc_matches(buffer, position):
+        problems.append("BODYCRC does not match the body")
+    if force_prop_crc or prop_crc.has_reserved_trailer(buffer, position, result.size):
+        ok, reason = prop_crc.check_property_crc(buffer, result.request.properties,
+                                                 position + result.size, result.size)
+        if not ok:
+            problems.append(f"{PROP_CRC_PROBLEM} {reason}")
+    return "; ".join(problems)
+
+
+def record_hex_views(config, phy_offsets, *, limit: int = 3) -> list[RecordHexView]:
+    """The hex view (its `__CRC32#` field marked) of the records at `phy_offsets` (the first
+    `limit`), read from the segment files; an offset that is not a record start is skipped."""
+    views = []
+    with CommitLogView(log_dirs(config), config.mapped_file_size_commit_log) as view:
+        for phy_offset in list(phy_offsets)[:limit]:
+            result = view.check_at(phy_offset)
+            if result.kind != record_check.CHECK_RECORD:
+                continue
+            segment = view.find(phy_offset)
+            position = phy_offset - segment.file_from_offset
+            views.append(record_hex_view(segment.buffer[position:position + result.size], phy_offset))
+    return views
 
 
 def _never_written(view, segment, position: int) -> bool:
