@@ -131,6 +131,8 @@ class StoreConfig:
     timer_roll_window_slot: int = 172800
     timer_flush_interval_ms: int = 1000
     timer_congest_num_each_slot: int = 2147483647
+    timer_stop_enqueue: bool = False
+    timer_stop_dequeue: bool = False
     store_host: str = "127.0.0.1:10911"
     store_format: str = "auto"
     unknown: dict[str, str] = field(default_factory=dict, hash=False)

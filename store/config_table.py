@@ -108,6 +108,8 @@ PROPERTIES: dict[str, tuple[str, str]] = {
     "timer_roll_window_slot": ("timerRollWindowSlot", "slots [5.x]: a timer further away is rolled"),
     "timer_flush_interval_ms": ("timerFlushIntervalMs", "ms [5.x] (timer log, wheel, timercheck)"),
     "timer_congest_num_each_slot": ("timerCongestNumEachSlot", "timers [5.x]: a fuller slot refuses puts"),
+    "timer_stop_enqueue": ("timerStopEnqueue", "flag [5.x]: the timer service reads no new timers"),
+    "timer_stop_dequeue": ("timerStopDequeue", "flag [5.x]: the timer service delivers nothing"),
     "store_host": ("brokerIP1 + listenPort", "ip:port of this broker (in offset msgIds)"),
     "store_format": ("storeFormat", "engine-only: auto | 4.9 | 5.x"),
 }

@@ -64,7 +64,12 @@ def copy_store(fixture: str, destination: str) -> str:
 
 
 def store_config(fixture: str, root: str, **overrides):
+    """The fixture's config at `root`. A timer fixture's dump was taken with the timer store not
+    delivering ("only the message store is started"), so the config says timerStopDequeue unless
+    the caller overrides it: a started writable open would otherwise deliver the pending timers."""
     from store import StoreConfig
+    if os.path.isdir(os.path.join(fixture, "store", "timerlog")):
+        overrides.setdefault("timer_stop_dequeue", True)
     return StoreConfig.from_properties(os.path.join(fixture, "store.properties"),
                                        store_path_root_dir=root, **overrides)
 

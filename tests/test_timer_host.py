@@ -231,7 +231,8 @@ def test_restarted_master_delivers_what_rocketmq_did(fixture, tmp_path):
     root = timer_store_copy(fixture, tmp_path)
     clock = Clock(max(int(entry["TIMER_DEQUEUE_MS"]) for entry in want))
     before = {(q["topic"], q["queueId"]): q["maxOffset"] for q in dump["queues"]}
-    store = MessageStore.open(store_config(fixture, root), clock_ms=clock, start_services=False)
+    config = store_config(fixture, root, timer_stop_dequeue=False)
+    store = MessageStore.open(config, clock_ms=clock, start_services=False)
     try:
         recovered = store.services.timer
         after = dump["timerAfterRecovery"]
@@ -266,7 +267,7 @@ def test_restarted_master_delivers_what_rocketmq_did(fixture, tmp_path):
     with open(os.path.join(root, "config", "timermetrics"), encoding="utf-8") as handle:
         counts = {t: m["count"] for t, m in json.load(handle)["timingCount"].items()}
     assert counts and set(counts.values()) == {0}
-    store = MessageStore.open(store_config(fixture, root), clock_ms=clock, start_services=False)
+    store = MessageStore.open(config, clock_ms=clock, start_services=False)
     try:
         assert _step(store) == 0       # nothing delivered twice after a clean shutdown
         assert _timer_findings(store) == []

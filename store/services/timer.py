@@ -161,6 +161,8 @@ class TimerService:
 
     def enqueue_once(self, max_units: int = UNITS_PER_ENQUEUE) -> int:
         """One enqueue round: the number of queue units handled."""
+        if self.config.timer_stop_enqueue:
+            return 0
         with self._lock:
             self.maybe_move_write_time()
             low = self.consume_queues.get_min_offset(TIMER_TOPIC, 0)
@@ -227,6 +229,8 @@ class TimerService:
     def dequeue_once(self, max_slots: int = MAX_SLOTS_PER_ROUND) -> int:
         """Deliver the due slots (at most `max_slots` non-empty ones); returns messages delivered."""
         delivered = 0
+        if self.config.timer_stop_dequeue:
+            return 0
         with self._lock:
             for _ in range(max_slots):
                 if self.curr_read_time_ms >= self.curr_write_time_ms:
