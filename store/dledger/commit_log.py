@@ -190,6 +190,21 @@ class DLedgerCommitLog(CommitLog):
             if max_records is not None and count >= max_records:
                 return
 
+    def entry_layout(self, mapped) -> tuple[int, int, int]:
+        """(bytes of entries up to the BLANK or the read position, BLANK filler bytes, entries)
+        of one data file (`store.inspect`'s segment layout)."""
+        data_bytes = filler = count = 0
+        limit = min(mapped.read_position, mapped.file_size_bytes)
+        for step, _number, position, what in walk_entries([file_tuple(mapped)]):
+            if step == ENTRY and position + what.size <= limit:
+                count += 1
+                data_bytes = position + what.size
+                continue
+            if step == BLANK:
+                data_bytes, filler = position, what
+            break
+        return data_bytes, filler, count
+
     def walk_for_dispatch(self, offset: int, end: int, batch: list, room: int) -> int | None:
         """Dispatch hook (`store.services.dispatch`): append up to `room` requests of the records
         in entries from `offset` (an entry boundary) below `end`; returns the next offset (None:

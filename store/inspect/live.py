@@ -127,6 +127,9 @@ class StoreInspector(AdminViewsMixin, ScheduledViewsMixin, TimerInspectMixin, Re
             self._commit_log.mapped_files.find_file(file_from_offset)
         if mapped is None or mapped.file_from_offset != file_from_offset:
             raise StoreError(f"no commit-log segment named {name!r} in {self.config.commit_log_dir}")
+        entry_layout = getattr(self._commit_log, "entry_layout", None)
+        if entry_layout is not None:        # a DLedger log: entries wrap the records
+            return SegmentLayout(*entry_layout(mapped))
         out = kernel.scan_buffer(SCAN_ROWS)
         limit = min(mapped.read_position, mapped.file_size_bytes)
         position = 0
