@@ -47,6 +47,10 @@ def cmd_produce(args) -> int:
     if args.count < 1 or args.batch < 1 or (args.rate is not None and args.rate <= 0):
         raise UsageError("--count and --batch must be >= 1 and --rate > 0")
     properties = dict(parse_property(p) for p in args.property or [])
+    sys_flag = _TRANSACTION_SYS_FLAGS[args.transaction or "none"]
+    if args.prepared_offset is not None and (args.prepared_offset < 0 or sys_flag not in (0x8, 0xC)):
+        raise UsageError("--prepared-offset is the PREPARED record's commit-log offset (>= 0) and "
+                         "goes with --transaction commit or rollback")
     body_of = _bodies(args)
     uniq_keys = UniqKeyGenerator()
     results = []
@@ -56,7 +60,8 @@ def cmd_produce(args) -> int:
         while sent < args.count:
             size = min(args.batch, args.count - sent)
             messages = [Message(args.topic, body_of(sent + i), queue_id=args.queue, tags=args.tags,
-                                keys=args.keys or (),
+                                keys=args.keys or (), sys_flag=sys_flag,
+                                prepared_transaction_offset=args.prepared_offset or 0,
                                 properties={**properties, "UNIQ_KEY": uniq_keys.next_key()})
                         for i in range(size)]
             result = store.put_messages(messages) if size > 1 else store.put_message(messages[0])
@@ -303,6 +308,11 @@ def cmd_print_msg(args) -> int:
     return 0
 
 
+# MessageSysFlag's transaction bits: a PREPARED (half) or ROLLBACK record gets no queue offset and no
+# consume-queue unit; a COMMIT record does (spec §2.8).
+_TRANSACTION_SYS_FLAGS = {"none": 0x0, "prepared": 0x4, "commit": 0x8, "rollback": 0xC}
+
+
 def add_message_commands(subparsers, common) -> None:
     p = subparsers.add_parser("produce", parents=[common], help="append messages (writable)")
     p.add_argument("topic")
@@ -317,6 +327,11 @@ def add_message_commands(subparsers, common) -> None:
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--rate", type=float, help="messages per second")
     p.add_argument("--batch", type=int, default=1, help="messages per put (one batch)")
+    p.add_argument("--transaction", choices=("prepared", "commit", "rollback"),
+                   help="write transaction records (sysFlag 0x4 / 0x8 / 0xC)")
+    p.add_argument("--prepared-offset", type=int, metavar="PHY_OFFSET",
+                   help="with --transaction commit/rollback: the PREPARED record's commit-log offset, "
+                        "written to PREPARED TRANSACTION OFFSET as a broker's EndTransactionProcessor does")
     p.set_defaults(handler=cmd_produce, read_only_default=False, writes=True)
 
     p = subparsers.add_parser("pull", parents=[common], help="pull messages of one queue")
