@@ -143,7 +143,9 @@ def test_overview_page_follows_the_writer(live):
         assert not at.exception, [e.value for e in at.exception]
         after = observed()
         assert after[0] > before[0] and after[1] > before[1], (before, after)
-        assert any(h.value == "File events (watchdog)" for h in at.subheader)
+        assert "File events" in [t.label for t in at.tabs]
+        events = next(f.value for f in at.dataframe if "event" in f.value.columns)
+        assert any("commitlog" in path for path in events["path"])      # a segment rolled
     finally:
         from app.ui.state import get_registry
         get_registry().close_all()
