@@ -24,7 +24,7 @@ st.caption("A message sent with a delay level waits in SCHEDULE_TOPIC_XXXX, queu
 c1, c2 = st.columns(2)
 zone_name = c1.radio("Times in", ["UTC", "server local time"], horizontal=True, key="sc_zone")
 zone = dt.timezone.utc if zone_name == "UTC" else dt.datetime.now().astimezone().tzinfo
-live = c2.toggle("Live update (every 1 s)", value=True, key="sc_live")
+live = c2.toggle("Live update (every 2 s)", value=True, key="sc_live")
 
 
 def delivery_note(state: dict) -> tuple[str, str]:
@@ -38,7 +38,7 @@ def delivery_note(state: dict) -> tuple[str, str]:
     return "warning", "Delivery is not running for this store (services not started, or a slave)."
 
 
-@st.fragment(run_every=1 if live else None)
+@st.fragment(run_every=2 if live else None)
 def levels_panel() -> None:
     try:
         handle.refresh()

@@ -22,6 +22,7 @@ def test_scheduled_page_shows_a_delayed_message_arrive(server, page):  # noqa: F
     form.get_by_role("button", name="Send delayed").click()
     page.get_by_text("Stored in SCHEDULE_TOPIC_XXXX queue 0").first.wait_for(timeout=30_000)
     page.get_by_text("Delivered to BrowserDelay queue 0").first.wait_for(timeout=60_000)
+    page.get_by_text("Live update (every 2 s)").click()     # stop the reruns: an idle page to shoot
     _wait_idle(page)
     _shot(page, "scheduled")
     assert page.locator('[data-testid="stException"]').count() == 0
