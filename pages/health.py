@@ -32,7 +32,8 @@ if findings is not None:
     else:
         st.plotly_chart(figures.findings_figure(findings), key="health_fig")
         frame(findings)
-for note in pointer_notes(store, getattr(store.checkpoint, "confirm_phy_offset", None)):
+# The checkpoint holds confirmPhyOffset in the 5.x format only (4.9.7 writes three longs).
+for note in pointer_notes(store, store.checkpoint.confirm_phy_offset if store.style == "5.x" else None):
     st.caption(note)
 
 if handle.read_only:
