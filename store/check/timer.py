@@ -225,14 +225,17 @@ def _check_slots(files, sink: Sink, limit: int) -> None:
         count = sum(-1 if int(log.units["magic"][log.index_of(p)]) & MAGIC_DELETE else 1
                     for p in chain)
         if disk is not None and disk.num != count:
-            # After a crash the wheel (flushed once a second) may miss the last enqueues: recovery
-            # revises last_pos but never num (only metrics read it), so that is no damage.
-            lagging = disk.num < count and repaired
+            # After a crash the wheel (flushed once a second) may miss the last enqueues, and a
+            # missing wheel is rebuilt from the log: recovery revises first/last_pos but never num
+            # (only metrics and flow control read it), and a hosting broker later flushes the
+            # revised slot with its old num. A num below the chain is therefore no damage.
+            lagging = disk.num < count
             sink.add_limited("timer slot num", "info" if lagging else "error", COMPONENT,
                              files.wheel_path, position + 24,
                              f"{where}: num is {disk.num} but its chain holds {count} unit(s)"
-                             + (" (the wheel was flushed before the last enqueues; recovery does "
-                                "not fix num)" if lagging else " (corrupted slot)"))
+                             + (" (the wheel was flushed before the last enqueues, or rebuilt by "
+                                "recovery; recovery does not fix num)" if lagging
+                                else " (corrupted slot)"))
     _check_unreachable(files, reached, read_time_ms, bound, sink)
 
 
