@@ -380,6 +380,7 @@ def test_long_poll_countdown_released_by_a_put(server, page):
         producer.close()
     page.get_by_text("Status: FOUND").first.wait_for(timeout=15_000)   # well before the 30 s
     assert page.get_by_text("Long polling: waiting").count() == 0
+    _no_exception(page, "long poll released")
 
 
 def test_recovery_lab(server, page):
@@ -388,6 +389,7 @@ def test_recovery_lab(server, page):
     page.get_by_role("heading", name="What recovery did, step by step").first.wait_for(
         timeout=180_000)      # a child process, two opens and a scan on two shared cores
     _wait_idle(page)
+    _no_exception(page, "recovery lab run")
     page.get_by_role("heading", name="Before and after").first.scroll_into_view_if_needed()
     page.wait_for_timeout(500)
     _shot(page, "recovery_lab")
@@ -422,6 +424,7 @@ def test_produce_and_find_by_key(server, page):
     form.get_by_label("Body text").fill("hello from chromium")
     form.get_by_role("button", name="Send").click()
     page.get_by_text("PUT_OK").first.wait_for(timeout=30_000)
+    _no_exception(page, "produce")
     _shot(page, "produce")
 
     page.get_by_role("link", name="Query").click()
@@ -435,3 +438,4 @@ def test_produce_and_find_by_key(server, page):
     _wait_idle(page)
     _shot(page, "query")
     assert page.get_by_text("hello from chromium").count() >= 1
+    _no_exception(page, "query by key")
