@@ -133,6 +133,11 @@ class StoreConfig:
     timer_congest_num_each_slot: int = 2147483647
     timer_stop_enqueue: bool = False
     timer_stop_dequeue: bool = False
+    enable_d_leger_commit_log: bool = False
+    d_leger_group: str | None = None
+    d_leger_peers: str | None = None
+    d_leger_self_id: str | None = None
+    store_path_d_ledger_commit_log: str | None = None
     store_host: str = "127.0.0.1:10911"
     store_format: str = "auto"
     unknown: dict[str, str] = field(default_factory=dict, hash=False)

@@ -110,6 +110,13 @@ PROPERTIES: dict[str, tuple[str, str]] = {
     "timer_congest_num_each_slot": ("timerCongestNumEachSlot", "timers [5.x]: a fuller slot refuses puts"),
     "timer_stop_enqueue": ("timerStopEnqueue", "flag [5.x]: the timer service reads no new timers"),
     "timer_stop_dequeue": ("timerStopDequeue", "flag [5.x]: the timer service delivers nothing"),
+    "enable_d_leger_commit_log": ("enableDLegerCommitLog", "flag: the log is DLedger's "
+                                  "(<root>/dledger-<dLegerSelfId>/, store/dledger)"),
+    "d_leger_group": ("dLegerGroup", "DLedger group name"),
+    "d_leger_peers": ("dLegerPeers", "DLedger members, id-host:port, ';'-separated"),
+    "d_leger_self_id": ("dLegerSelfId", "this member's id: the log is <root>/dledger-<id>/"),
+    "store_path_d_ledger_commit_log": ("storePathDLedgerCommitLog",
+                                       "path; None = <root>/dledger-<dLegerSelfId>/data"),
     "store_host": ("brokerIP1 + listenPort", "ip:port of this broker (in offset msgIds)"),
     "store_format": ("storeFormat", "engine-only: auto | 4.9 | 5.x"),
 }

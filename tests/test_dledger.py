@@ -106,8 +106,9 @@ def test_layout_from_config_or_detection(tmp_path):
     assert layout.data_dir == os.path.join(root, DATA) and layout.peers == 1
     detected = find_dledger(StoreConfig(store_path_root_dir=root))     # no properties at all
     assert detected.data_dir == layout.data_dir and detected.peers is None
+    # Flag off on a store whose only log is DLedger's: detection reads it (see store.dledger.layout).
     assert find_dledger(StoreConfig.from_dict(
-        {"storePathRootDir": root, "enableDLegerCommitLog": "false"})) is None
+        {"storePathRootDir": root, "enableDLegerCommitLog": "false"})).data_dir == layout.data_dir
     with pytest.raises(ConfigError, match="dLegerSelfId"):
         find_dledger(StoreConfig.from_dict({"storePathRootDir": root,
                                             "enableDLegerCommitLog": "true"}))
@@ -150,9 +151,8 @@ def test_read_only_open_answers_like_the_broker_and_writes_nothing():
 def test_a_member_of_a_larger_group_refuses_puts(tmp_path):
     from store import Message
     root = copy_store(FIXTURE, tmp_path)
-    config = store_config(FIXTURE, root).replace(
-        unknown={**store_config(FIXTURE, root).unknown,
-                 "dLegerPeers": "n0-127.0.0.1:40911;n1-127.0.0.1:40912"})
+    config = store_config(FIXTURE, root,
+                          d_leger_peers="n0-127.0.0.1:40911;n1-127.0.0.1:40912")
     with MessageStore.open(config) as store:
         with pytest.raises(ReadOnlyStoreError, match="quorum"):
             store.put_message(Message("DlA", b"x", queue_id=0))

@@ -6,10 +6,11 @@ RocketMQ builds DLedger's config from the broker's (`DLedgerCommitLog` construct
 `dledger-<selfId>/index` (`getIndexStorePath`), `mappedFileSizeForEntryData` =
 `mappedFileSizeCommitLog`; the index file size is DLedger's default (`DEFAULT_INDEX_FILE_BYTES`).
 
-Which log a store uses: `enableDLegerCommitLog` when the config sets it (`Boolean.parseBoolean`),
-else detection: no commit-log segment but exactly one `dledger-*/data` directory. A broker that had
-a commit log before DLedger was enabled reads both (`dividedCommitlogOffset`); this engine does not,
-and says so.
+Which log a store uses: DLedger's when `enableDLegerCommitLog` is true; otherwise, detection: no
+commit-log segment but exactly one `dledger-*/data` directory (a store opened without its broker
+config; a broker started with the flag off on such a directory would serve an empty new log, which
+tells an operator nothing). A broker that had a commit log before DLedger was enabled reads both
+(`dividedCommitlogOffset`); this engine does not, and says so.
 
 `checkpoint` (`DLedgerMmapFileStore.persistCheckPoint`) and `currterm` (`MemberState.persistState`)
 are Java properties text: `committedIndex`, `endIndex`; `currTerm`, `voteLeader`.
@@ -69,14 +70,10 @@ def dledger_dirs(root: str) -> list[str]:
 
 def find_dledger(config) -> DLedgerLayout | None:
     """The DLedger layout of the store `config` names, or None when it keeps a plain commit log."""
-    unknown = config.unknown
     root = config.store_path_root_dir
-    enabled = unknown.get("enableDLegerCommitLog")
     has_commit_log = any(_segment_names(d) for d in config.commit_log_dirs)
-    self_id = (unknown.get("dLegerSelfId") or "").strip()
-    if enabled is not None:
-        if enabled.strip().lower() != "true":
-            return None
+    self_id = (config.d_leger_self_id or "").strip()
+    if config.enable_d_leger_commit_log:
         if not self_id:
             raise ConfigError("enableDLegerCommitLog=true needs dLegerSelfId (the DLedger log is "
                               "<storePathRootDir>/dledger-<dLegerSelfId>)")
@@ -93,12 +90,12 @@ def find_dledger(config) -> DLedgerLayout | None:
                               f"dLegerSelfId to choose one")
         self_id = found[0][len(DLEDGER_DIR_PREFIX):]
     base = os.path.join(root, DLEDGER_DIR_PREFIX + self_id)
-    data_dir = (unknown.get("storePathDLedgerCommitLog") or "").strip() or os.path.join(base, "data")
+    data_dir = (config.store_path_d_ledger_commit_log or "").strip() or os.path.join(base, "data")
     if has_commit_log and _segment_names(data_dir):
         raise ConfigError(f"{root} holds both a commit log ({config.commit_log_dir}) and a DLedger "
                           f"log ({data_dir}): a broker switched to DLedger reads the old log below "
                           f"dividedCommitlogOffset; this engine does not read such mixed stores")
-    peers_text = unknown.get("dLegerPeers")
+    peers_text = config.d_leger_peers
     peers = None if peers_text is None else len([p for p in peers_text.split(";") if p.strip()])
     return DLedgerLayout(root, self_id, base, data_dir, os.path.join(base, "index"),
                          config.mapped_file_size_commit_log, DEFAULT_INDEX_FILE_BYTES, peers)
