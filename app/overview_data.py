@@ -7,6 +7,8 @@ import os
 
 import pandas as pd
 
+from store.errors import EarliestTimeUnavailable
+
 RATE_WINDOW_SAMPLES = 120
 
 
@@ -108,4 +110,16 @@ def status_flags(store) -> dict[str, str]:
         "last recovery": f"{report.mode}: {report.records_checked} records checked, "
                          f"stopped: {report.stop_reason or '-'}",
         "dispatch backlog": f"{store.dispatch_behind_bytes():,} bytes",
+        "earliest message time": earliest_time_text(store),
     }
+
+
+def earliest_time_text(store) -> str:
+    """The store-wide earliest message time as RocketMQ answers it, in words where it cannot: 5.3.3
+    throws when the first record's born host is IPv6 (EarliestTimeUnavailable)."""
+    try:
+        value = store.get_earliest_message_time()
+    except EarliestTimeUnavailable as error:
+        return f"{error}; the first record's store time is " \
+               f"{format_ms(error.first_store_timestamp_ms)}"
+    return format_ms(value) if value > 0 else "- (RocketMQ answers -1 for this store)"

@@ -51,3 +51,16 @@ class StoreClosedError(StoreError):
 
 class MessageNotFoundError(StoreError):
     """No record at the given physical offset or message id."""
+
+
+class EarliestTimeUnavailable(StoreError):
+    """RocketMQ cannot answer the store-wide earliest message time here, and we answer as it does.
+
+    5.3.3's `DefaultMessageStore.getEarliestMessageTime` reads 64 bytes of the first record (76 when
+    brokerIP1 is IPv6) and throws IndexOutOfBoundsException when the record's born host is IPv6: its
+    store time then sits at bytes 68..75. `first_store_timestamp_ms` is that record's real store time.
+    """
+
+    def __init__(self, message: str, first_store_timestamp_ms: int):
+        super().__init__(message)
+        self.first_store_timestamp_ms = first_store_timestamp_ms

@@ -18,6 +18,7 @@ from store.codec.message import (
     store_timestamp_position,
 )
 from store.codec.msgid import decode_message_id
+from store.commitlog.earliest import earliest_message_time_5x
 from store.errors import MessageNotFoundError, StoreClosedError
 
 BOUNDARIES = ("nearest", "lower", "upper")
@@ -216,10 +217,15 @@ class LookupsMixin:
 
         4.9.7 reads the store-wide value through a buffer of 2 x maxMessageSize, which fails (-1)
         when the first segment holds fewer readable bytes than that; 4.9 stores keep that answer.
+        5.3.3 throws when the first record's born host is IPv6 (and brokerIP1 is not): 5.x stores
+        raise EarliestTimeUnavailable there (store.commitlog.earliest), which carries the first
+        record's store time.
         """
         if topic is not None:
             return self.get_message_store_timestamp(
                 topic, queue_id, self.get_min_offset_in_queue(topic, queue_id))
+        if self.style == "5.x":
+            return earliest_message_time_5x(self.commit_log, self.config.store_host)
         min_offset = self.commit_log.min_offset()
         if self.style != "5.x":
             mapped = self.commit_log.mapped_files.find_file(min_offset)

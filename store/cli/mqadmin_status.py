@@ -131,10 +131,13 @@ _TIME_KEYS = ("earliest_message_time_ms", "checkpoint_physic_msg_timestamp_ms",
 def _status_lines(values: dict) -> dict[str, str]:
     lines = {}
     for key, value in values.items():
-        if key in ("reasons",):
+        if key in ("reasons", "earliest_message_time_note"):
             continue
         label = key
-        if key in _TIME_KEYS:
+        if key == "earliest_message_time_ms" and values.get("earliest_message_time_note"):
+            # 5.3.3 throws here (IPv6 born host): say so in words, with the first record's time.
+            text, label = values["earliest_message_time_note"], key.removesuffix("_ms")
+        elif key in _TIME_KEYS:
             text, label = human_time(value) or "-", key.removesuffix("_ms")
         elif key.endswith("_ratio") and isinstance(value, float):
             text = _pct(value)

@@ -27,6 +27,10 @@ are handed in by the facade through `attach_admin`.
 
 from __future__ import annotations
 
+import datetime as dt
+
+from store.commitlog.earliest import earliest_message_time_5x
+from store.errors import EarliestTimeUnavailable
 from store.inspect.cleanup_view import explain_cleanup
 
 RETRY_PREFIX = "%RETRY%"          # MixAll.RETRY_GROUP_TOPIC_PREFIX
@@ -222,14 +226,25 @@ class AdminViewsMixin:
 
         `earliest_message_time_ms` is the store time of the first record of the log; 4.9.7's
         `getEarliestMessageTime` (the facade's answer on 4.9 stores) gives -1 when the first segment
-        holds fewer than 2 x maxMessageSize readable bytes, which tells an operator nothing."""
+        holds fewer than 2 x maxMessageSize readable bytes, which tells an operator nothing.
+        `earliest_message_time_note` is None, or on a 5.x store whose first record's born host is
+        IPv6 a sentence saying that 5.3.3's `getEarliestMessageTime` throws there (its bug; see
+        store.commitlog.earliest) and what the first record's store time is."""
         commit_log = self._commit_log
         queue = commit_log.mapped_files
         min_offset, max_offset = commit_log.min_offset(), commit_log.max_offset()
         earliest = commit_log.store_timestamp_at(min_offset) if min_offset < max_offset else -1
+        earliest_note = None
+        cp = self._checkpoint
+        if cp is not None and cp.style == "5.x":
+            try:
+                earliest_message_time_5x(commit_log, self.config.store_host)
+            except EarliestTimeUnavailable as error:
+                earliest = error.first_store_timestamp_ms
+                earliest_note = f"{error}; the first record's store time is " + \
+                    _utc_text(earliest)
         cleanup = self._cleanup
         ratio_of = cleanup.disk_ratio_of if cleanup is not None else None
-        cp = self._checkpoint
         totals = [(cq_max - cq_min) for cq_min, cq_max in
                   ((self._consume_queues.get_min_offset(t, q), self._consume_queues.get_max_offset(t, q))
                    for t, q in self._consume_queues.queues())]
@@ -239,6 +254,7 @@ class AdminViewsMixin:
             "flushed_offset": queue.flushed_where, "reput_offset": self._reput.reput_offset,
             "dispatch_behind_bytes": self._reput.behind_bytes(),
             "earliest_message_time_ms": earliest if earliest >= 0 else None,
+            "earliest_message_time_note": earliest_note,
             "commit_log_files": len(queue.files),
             # The log's own directory: DLedger's data path on a DLedger store (getRuntimeInfo).
             "commit_log_disk_ratio": None if ratio_of is None else ratio_of(queue.directory),
@@ -257,3 +273,12 @@ class AdminViewsMixin:
         if self._cleanup is None:
             raise AssertionError("attach_admin was not called")
         return explain_cleanup(self.config, self._commit_log, self._cleanup, now_ms)
+
+
+def _utc_text(timestamp_ms: int) -> str:
+    """Epoch milliseconds as readable UTC text (the raw value stays in the JSON fields)."""
+    try:
+        return dt.datetime.fromtimestamp(timestamp_ms / 1000, dt.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S.%f")[:-3] + f" UTC ({timestamp_ms} ms)"
+    except (OverflowError, OSError, ValueError):
+        return f"{timestamp_ms} ms"
