@@ -229,3 +229,44 @@ def test_docs_list_every_verb_with_an_example():
     with open(os.path.join(os.path.dirname(__file__), "..", "docs", "cli.md"), encoding="utf-8") as f:
         examples = {line.split()[1] for line in f if line.startswith("rmqstore ")}
     assert verbs - examples == set()
+
+
+def test_kebab_names_are_aliases_taking_positionals_or_flags(capsys, tmp_path):
+    """`query-msg-by-key TOPIC KEY` (the old form), `queryMsgByKey -t TOPIC -k KEY` and any mix give
+    one answer; the same argument given twice, differently, is refused."""
+    from store.cli import main
+    fixture = fixture_dirs()[0]
+    dump = load_dump(fixture)
+    query = dump["queries"][0]
+    queue = next(q for q in dump["queues"] if q["cq"])
+    store = os.path.join(fixture, "store")
+    runs = {
+        "kebab": ["query-msg-by-key", query["topic"], query["key"]],
+        "camel": ["queryMsgByKey", "-t", query["topic"], "-k", query["key"]],
+        "mixed": ["query-msg-by-key", query["topic"], "-k", query["key"]],
+    }
+    answers = {}
+    for name, argv in runs.items():
+        assert main([*argv, "--store", store, "--json"]) == 0, name
+        answers[name] = json.loads(capsys.readouterr().out)
+    assert answers["kebab"] == answers["camel"] == answers["mixed"]
+    assert main(["queryMsgByKey", query["topic"], "-t", "Other", "-k", "x", "--store", store]) == 2
+    assert "given twice" in capsys.readouterr().err
+    unit = queue["cq"][0]
+    for argv in (["query-msg-by-offset", queue["topic"], str(queue["queueId"]), str(unit["queueOffset"])],
+                 ["queryMsgByOffset", "-t", queue["topic"], "-i", str(queue["queueId"]),
+                  "-o", str(unit["queueOffset"])],
+                 ["query-msg-by-offset", "--phy-offset", str(unit["commitLogOffset"])]):
+        assert main([*argv, "--store", store, "--json"]) == 0, argv
+        assert str(unit["commitLogOffset"]) in capsys.readouterr().out
+
+
+def test_clean_explain_runs_read_only(capsys, tmp_path):
+    from store.cli import main
+    fixture = fixture_dirs()[0]
+    root = copy_store(fixture, str(tmp_path))
+    before = tree_fingerprint(root)
+    assert main(["clean", "--explain", "--read-only", "--store", root,
+                 "--config", os.path.join(fixture, "store.properties")]) == 0
+    assert "fileReservedTime" in capsys.readouterr().out
+    assert tree_fingerprint(root) == before

@@ -109,7 +109,7 @@ def _run(args) -> int:
         return int(func(args) or 0)
     if args.read_only is None:
         args.read_only = getattr(args, "read_only_default", True)
-    elif args.read_only and getattr(args, "writes", False):
+    elif args.read_only and getattr(args, "writes", False) and not getattr(args, "explain", False):
         raise StoreError(f"{args.command} writes to the store; it cannot run --read-only")
     return args.handler(args)
 

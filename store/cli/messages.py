@@ -345,28 +345,6 @@ def add_message_commands(subparsers, common) -> None:
     p.add_argument("--commit", action="store_true", help="commit the next offset (writable)")
     p.set_defaults(handler=cmd_pull)
 
-    p = subparsers.add_parser("query-msg-by-key", parents=[common], help="index query (queryMsgByKey)")
-    p.add_argument("topic")
-    p.add_argument("key")
-    p.add_argument("--begin")
-    p.add_argument("--end")
-    p.add_argument("--max", type=int, default=32)
-    p.set_defaults(handler=cmd_query_by_key)
-
-    p = subparsers.add_parser("query-msg-by-id", parents=[common],
-                              help="by offset msgId, or by UNIQ_KEY through the index")
-    p.add_argument("msg_id", help="offset msgId (store host + phy offset) or UNIQ_KEY")
-    p.add_argument("--topic", help="topic of a UNIQ_KEY (default: try every topic)")
-    p.set_defaults(handler=cmd_query_by_id)
-
-    p = subparsers.add_parser("query-msg-by-offset", parents=[common],
-                              help="by topic/queue/queue offset, or --phy-offset")
-    p.add_argument("topic", nargs="?")
-    p.add_argument("queue", nargs="?", type=int)
-    p.add_argument("offset", nargs="?", type=int)
-    p.add_argument("--phy-offset", type=int)
-    p.set_defaults(handler=cmd_query_by_offset)
-
     p = subparsers.add_parser("print-msg", parents=[common], help="messages of a topic in a time range")
     p.add_argument("topic")
     p.add_argument("--begin")

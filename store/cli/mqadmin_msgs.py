@@ -40,7 +40,6 @@ def cmd_query_by_id(args) -> int:
 
 def cmd_query_by_offset(args) -> int:
     from store.cli.messages import cmd_query_by_offset as run
-    args.phy_offset = None
     return run(args)
 
 
