@@ -30,6 +30,21 @@ FIXTURES = fixture_dirs()
 pytestmark = pytest.mark.skipif(not FIXTURES, reason="no RocketMQ fixtures found")
 
 
+def _dledger_requests(segment):
+    from store.dledger.entries import walk_entries
+    data = bytes(map_file(segment.path))
+    requests = []
+    for step, _n, position, header in walk_entries([(segment.file_from_offset, data, len(data),
+                                                     segment.path)]):
+        if step != "entry":
+            break
+        result = record_check.check_message(data, position + 48, check_crc=False,
+                                            limit=position + header.size)
+        if result.kind == record_check.CHECK_RECORD:
+            requests.append(result.request)
+    return requests
+
+
 def engine_reput(store_dir: Path, out_dir: Path, settings: RebuildSettings) -> None:
     """What the engine's dispatcher builds for this log (the scalar reference)."""
     cq_store = open_consume_queue_store(ConsumeQueueSettings(root_dir=str(out_dir),
@@ -41,6 +56,9 @@ def engine_reput(store_dir: Path, out_dir: Path, settings: RebuildSettings) -> N
     batch = []
     for segment in list_commit_log(store_dir):
         buf, position, ended = map_file(segment.path), 0, False
+        if segment.dledger:             # a DLedger data file: the record inside each entry
+            batch.extend(_dledger_requests(segment))
+            continue
         while position < len(buf):
             result = record_check.check_message(buf, position, check_crc=False)
             if result.kind == record_check.CHECK_BLANK:

@@ -68,13 +68,15 @@ def check_entry_at(buffer, position: int, file_from_offset: int, size_bytes: int
     return header, ""
 
 
-def walk_entries(files: list[tuple], start_file: int = 0, *, max_entries: int | None = None):
+def walk_entries(files: list[tuple], start_file: int = 0, *, max_entries: int | None = None,
+                 start_position: int = 0):
     """Yield (ENTRY, file_number, position, header), (BLANK, file_number, position, free_bytes)
-    and last (STOP, file_number, position, WalkStop). Bounded: every step moves forward."""
+    and last (STOP, file_number, position, WalkStop), from `start_position` (an entry start) of
+    file `start_file`. Bounded: every step moves forward."""
     last_index = last_term = -1
     count = 0
     number = start_file
-    position = 0
+    position = start_position
     while number < len(files):
         base, buffer, size_bytes, _path = files[number]
         if position + 4 > size_bytes:

@@ -9,8 +9,8 @@ DLedger log like a commit log: rows are the records inside the entries, `phy_off
 The walk is `DLedgerMmapFileStore.recover`'s (`store.dledger.entries.walk_entries`) within one file:
 a DLedger BLANK ends the file (END_BLANK), a zero size ends the log (END_ZEROS), a broken entry too
 (END_INVALID). A record the kernel rejects inside a valid entry is left out and the walk goes on, as
-DLedger recovery keeps the entry and RocketMQ's dispatch skips its `bufferSize`. A file is one split
-(entry boundaries are only known by walking from the file's start).
+DLedger recovery keeps the entry and RocketMQ's dispatch skips its `bufferSize`. A file larger than
+the split size is split at entry starts found by walking it from its start (`entry_boundaries`).
 
 `dledger_entry_batch` gives one row per entry (index, term, pos, sizes, CRC fields) for the
 `rocketmq-dledger` source (`store.pipeline.source_dledger`) and its pandas twin.
@@ -27,7 +27,7 @@ import pyarrow as pa
 from store import kernel
 from store.dledger.entries import BLANK, ENTRY, walk_entries
 from store.dledger.entry_codec import ENTRY_HEADER_BYTES
-from store.pipeline.commitlog_scan import END_BLANK, END_FILE, END_INVALID, END_ZEROS
+from store.pipeline.commitlog_scan import END_BLANK, END_FILE, END_INVALID, END_STOP, END_ZEROS
 
 DLEDGER_COLUMNS: dict[str, pa.DataType] = {
     "file_name": pa.string(),
@@ -45,17 +45,32 @@ DLEDGER_COLUMNS: dict[str, pa.DataType] = {
 DLEDGER_SCHEMA = pa.schema(list(DLEDGER_COLUMNS.items()))
 
 
-def _walk(buf, file_from_offset: int, path: str):
+def _walk(buf, file_from_offset: int, path: str, start_position: int = 0):
     view = memoryview(buf)
-    return walk_entries([(file_from_offset, view, len(view), path)])
+    return walk_entries([(file_from_offset, view, len(view), path)], start_position=start_position)
+
+
+def entry_boundaries(buf, file_from_offset: int, path: str, split_bytes: int) -> list[int]:
+    """Entry starts (positions) about every `split_bytes` of one data file, 0 first (planning
+    splits of large files: a split starts at an entry)."""
+    boundaries = [0]
+    for step, _number, position, _what in _walk(buf, file_from_offset, path):
+        if step != ENTRY:
+            break
+        if position >= boundaries[-1] + split_bytes:
+            boundaries.append(position)
+    return boundaries
 
 
 class DLedgerScanner:
     """The records inside the entries of one data file as `kernel.scan` rows (see the module doc)."""
 
-    def __init__(self, buf, file_from_offset: int, path: str, *, check_crc: bool = False,
+    def __init__(self, buf, file_from_offset: int, path: str, *, start_position: int = 0,
+                 stop_position: int | None = None, check_crc: bool = False,
                  batch_rows: int = 65536):
         self.buf = buf
+        self.start_position = start_position
+        self.stop_position = stop_position
         self.file_from_offset = file_from_offset
         self.path = path
         self.check_crc = check_crc
@@ -69,7 +84,11 @@ class DLedgerScanner:
         view = memoryview(self.buf)
         out = kernel.scan_buffer(self.batch_rows)
         count = 0
-        for step, _number, position, what in _walk(self.buf, self.file_from_offset, self.path):
+        for step, _number, position, what in _walk(self.buf, self.file_from_offset, self.path,
+                                                   self.start_position):
+            if step == ENTRY and self.stop_position is not None and position >= self.stop_position:
+                self.end_position, self.end_kind = position, END_STOP
+                break
             if step == ENTRY:
                 body = position + ENTRY_HEADER_BYTES
                 got, _next, _kind, _ = kernel.scan(view, body, position + what.size,

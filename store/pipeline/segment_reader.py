@@ -99,6 +99,8 @@ class SegmentReader:
         if self.split.dledger:
             from store.pipeline.dledger_scan import DLedgerScanner
             scanner = DLedgerScanner(buf, self.split.file_from_offset, self.split.path,
+                                     start_position=self.split.start_position,
+                                     stop_position=self.split.stop_position,
                                      check_crc=self.check_crc)
         else:
             scanner = RecordScanner(buf, self.split.start_position, self.split.stop_position,
@@ -123,7 +125,12 @@ def plan_splits(segments: list[SegmentFile], split_bytes: int = DEFAULT_SPLIT_BY
     splits = []
     for segment in segments:
         if segment.dledger:             # entry boundaries need the walk from the file's start
-            splits.append(SegmentSplit(segment.path, segment.file_from_offset, dledger=True))
+            from store.pipeline.dledger_scan import entry_boundaries
+            starts = [0] if segment.size_bytes <= split_bytes else entry_boundaries(
+                map_file(segment.path), segment.file_from_offset, segment.path, split_bytes)
+            for start, stop in zip(starts, starts[1:] + [None]):
+                splits.append(SegmentSplit(segment.path, segment.file_from_offset, start, stop,
+                                           dledger=True))
             continue
         if segment.size_bytes <= split_bytes:
             splits.append(SegmentSplit(segment.path, segment.file_from_offset))
