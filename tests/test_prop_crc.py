@@ -266,3 +266,23 @@ def test_check_of_the_real_store_finds_no_crc_problem(fixture, tmp_path):
         findings = store.check()
     assert [f for f in findings if "CRC" in f.message] == []
     assert decode_properties(b"a\x01b\x02__CRC32#\x010000000000\x02")["__CRC32#"] == "0000000000"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("a\x01b\x02__CRC32#\x011234\x02", "a\x01b\x02"),
+    ("__CRC32#\x011234\x02a\x01b\x02", "a\x01b\x02"),
+    ("a\x01b\x02__CRC32#\x011234", "a\x01b\x02"),                  # no separator: cut to the end
+    ("__CRC32#\x01a\x02__CRC32#\x01b\x02c\x01d", "c\x01d"),         # every entry
+    ("x__CRC32#\x011\x02", "x__CRC32#\x011\x02"),                    # not at an entry's start
+    ("a\x01__CRC32#\x01\x02", "a\x01__CRC32#\x01\x02"),              # inside a value
+    ("__CRC32#", "__CRC32#"),                                          # no \x01 after the name
+    ("a\x01b", "a\x01b"),
+])
+def test_delete_property_is_message_utils_delete_property(text, expected):
+    assert prop_crc.delete_property(text) == expected
+
+
+def test_reserve_adds_a_separator_only_where_missing():
+    assert prop_crc.reserve(b"") == prop_crc.PLACEHOLDER
+    assert prop_crc.reserve(b"a\x01b") == b"a\x01b\x02" + prop_crc.PLACEHOLDER
+    assert prop_crc.reserve(b"a\x01b\x02") == b"a\x01b\x02" + prop_crc.PLACEHOLDER

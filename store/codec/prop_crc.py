@@ -68,6 +68,44 @@ def trailer(crc: int = 0) -> bytes:
 PLACEHOLDER = trailer(0)
 
 
+def reserve(properties_raw: bytes) -> bytes:
+    """`MessageExtEncoder.encode` with enabledAppendPropCRC: a `\x02` after properties that do not end
+    with one, then the 20 reserved bytes (the placeholder, sealed in the put lock by `seal`)."""
+    if properties_raw and not properties_raw.endswith(b"\x02"):
+        properties_raw += b"\x02"
+    return properties_raw + PLACEHOLDER
+
+
+def delete_property(text: str, name: str = PROPERTY_CRC32) -> str:
+    """`MessageUtils.deleteProperty` (what `CommitLog.asyncPutMessage`'s `msg.deleteProperty(
+    PROPERTY_CRC32)` does to a properties string set beforehand, e.g. a re-put record's): every
+    `name` + `\x01` entry is cut up to and including its `\x02`, or to the end without one."""
+    if name not in text:
+        return text
+    kept = []
+    start = 0
+    for _ in range(len(text) + 1):              # bounded: every round moves `start` forward
+        found = -1
+        search = start
+        while True:
+            found = text.find(name, search)
+            if found == -1:
+                break
+            search = found + len(name)
+            if (found == 0 or text[found - 1] == "\x02") and \
+                    len(text) > found + len(name) and text[found + len(name)] == "\x01":
+                break
+        if found == -1:
+            kept.append(text[start:])
+            break
+        kept.append(text[start:found])
+        end = text.find("\x02", found + len(name) + 1)
+        if end == -1:
+            break
+        start = end + 1
+    return "".join(kept)
+
+
 def record_crc(buf, position: int, total_size: int) -> int:
     """`UtilAll.crc32` of the record at `position` up to its last 20 bytes."""
     return zlib.crc32(buf[position:position + total_size - CRC32_RESERVED_LENGTH]) & _CRC_MASK

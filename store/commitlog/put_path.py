@@ -194,14 +194,6 @@ def _formatter(names: tuple[str, ...]):
     return formatter
 
 
-def _reserve_prop_crc(properties_raw: bytes) -> bytes:
-    """`MessageExtEncoder.encode` with enabledAppendPropCRC: a `\x02` after properties that do not
-    end with one, then the 20 reserved bytes (the placeholder trailer, sealed in the lock)."""
-    if properties_raw and not properties_raw.endswith(b"\x02"):
-        properties_raw += b"\x02"
-    return properties_raw + prop_crc.PLACEHOLDER
-
-
 def _properties_raw(properties: dict[str, str], style: str) -> bytes:
     """encode_properties(properties, style=style, capacity=16) for a dict of str values."""
     if not properties:
@@ -262,7 +254,7 @@ def _encode_for_put(message: Message, settings: PutSettings, now_ms: int
     # serializes a default 16-bucket HashMap in either style, as the 5.3.3 fixtures show.
     properties_raw = _properties_raw(properties, settings.properties_style)
     if settings.append_prop_crc:
-        properties_raw = _reserve_prop_crc(properties_raw)
+        properties_raw = prop_crc.reserve(properties_raw)
     if len(properties_raw) > MAX_PROPERTIES_LENGTH:
         _refuse_properties_size(properties, properties_raw)
     topic_raw = _topic_field(topic)
