@@ -184,7 +184,7 @@ class Fuzzer:
         roll = rng.random()
         limit = len(buf) if roll < 0.6 else rng.randrange(len(buf) + 16) if roll < 0.85 else \
             rng.choice(POSITION_EDGES + OUT_OF_RANGE[:2])
-        check_crc = rng.random() < 0.5
+        check_crc = rng.choice([0, 1, 2])       # none, BODYCRC, the [5.x] __CRC32# (forceVerifyPropCRC)
         capacity = rng.choice([1, 2, 3, 64])
         self.last_input = {"target": "scan", "buf": buf.hex(), "start": start, "limit": limit,
                            "check_crc": check_crc, "capacity": capacity}
