@@ -265,8 +265,16 @@ def test_records_the_cut_destroyed_leave_holes_not_renumbered_queues(capsys, tmp
     for key, rows in expected_messages(fixture).items():
         assert served[key] == [r for r in rows if (*key, r[0]) not in lost], key
     code, after = check_json(capsys, root, config)
-    named = {f["message"].split(" (phy")[0] for f in after["findings"] if f["severity"] == "error"}
+    assert code == 0 and [f for f in after["findings"] if f["severity"] == "error"] == []
+    named = {f["message"].split(" (phy")[0] for f in after["findings"]
+             if f["severity"] == "warning" and "the message is lost" in f["message"]}
     assert named == {f"{t}/{q} unit {o}" for t, q, o in lost}
+    assert all(f["repair"] is None for f in after["findings"] if "the message is lost" in f["message"])
+    # A second recover must not "repair" the holes by rebuilding (that renumbered the queue).
+    code, out, err = run(capsys, "recover", "--store", root, "--config", config)
+    assert code == 0, err
+    assert "none needed" in out
+    assert served_messages(fixture, root) == served
 
 
 def test_pull_on_unreadable_data_names_the_queue_file_and_repair(capsys, tmp_path, monkeypatch):

@@ -71,6 +71,23 @@ class UnitChecker:
                                tags_code)
         return previous_phy
 
+    def _in_blank_filler(self, phy_offset: int, result) -> bool:
+        """Whether `phy_offset` lies in a segment's closing BLANK filler: at its start, or after the
+        last record the walk found in that segment, where a BLANK stands."""
+        if result.kind == record_check.CHECK_BLANK:
+            return True
+        starts = self.scan.starts
+        index = int(np.searchsorted(starts, phy_offset, side="right")) - 1
+        if index < 0:
+            return False
+        previous = int(starts[index])
+        segment = self.view.find(previous)
+        if segment is None or segment is not self.view.find(phy_offset):
+            return False
+        before = self.view.check_at(previous)
+        end = previous + (before.size if before.kind == record_check.CHECK_RECORD else 0)
+        return end <= phy_offset and self.view.check_at(end).kind == record_check.CHECK_BLANK
+
     def _check_target(self, topic, queue_id, path, where, queue_offset, phy_offset, size,
                       tags_code) -> None:
         sink = self.sink
@@ -83,6 +100,17 @@ class UnitChecker:
             return
         start = self.scan.is_record_start(phy_offset)
         result = self.view.check_at(phy_offset)
+        if start is not True and self._in_blank_filler(phy_offset, result):
+            # A BLANK filler where the unit's record was: `recover --pad-truncated` closes a cut
+            # segment with a filler over the records the cut destroyed. The message is gone for
+            # good; the unit stays (renumbering the queue would shift every later offset).
+            sink.add_limited(f"{topic}/{queue_id} units of lost messages", "warning",
+                             "consumequeue", path, where,
+                             f"{label}: the message is lost, a BLANK filler stands where its record "
+                             f"was (a truncated segment, padded); pulls skip this unit",
+                             on_restart="the unit stays; a pull skips it and serves its neighbours",
+                             repair=None)
+            return
         if start is False or result.kind != record_check.CHECK_RECORD or \
                 result.request.commit_log_offset != phy_offset:
             sink.add_limited(f"{topic}/{queue_id} units not at record starts", "error",
