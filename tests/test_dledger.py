@@ -203,14 +203,20 @@ def _dump_queues():
 
 
 @pytest.mark.parametrize("crashed", [False, True])
-def test_hosted_open_rebuilds_a_lost_queue_by_walking_the_entries(tmp_path, crashed):
+def test_hosted_open_dispatches_by_walking_the_entries(tmp_path, crashed):
+    """A lost queue: after a crash, dispatch re-walks the entries from the data file
+    isMmapFileMatchedRecover picks and rebuilds it; after a clean shutdown dispatch starts at the
+    queues' end, as RocketMQ's (the queue stays missing)."""
     root = copy_store(FIXTURE, tmp_path)
     shutil.rmtree(os.path.join(root, "consumequeue", "DlB", "1"))
     if crashed:
         open(os.path.join(root, "abort"), "wb").close()
     with MessageStore.open(store_config(FIXTURE, root)) as store:
         assert store.recovery_report.mode == ("abnormal" if crashed else "normal")
-        assert _queue_answers(store) == _dump_queues()
+        wanted = _dump_queues()
+        if not crashed:
+            del wanted[("DlB", 1)]
+        assert _queue_answers(store) == wanted
         assert store.dispatch_behind_bytes() == 0
 
 

@@ -261,8 +261,7 @@ class DLedgerCommitLog(CommitLog):
         report.start_file = files[start].path
         report.start_phy_offset = files[start].file_from_offset
         report.step("choose start", f"DLedger recovery walks entries from {files[start].path}"
-                    + ("" if index_files.present else " (no index file: it is rebuilt from the "
-                                                        "data by the broker)"))
+                    + ("" if index_files.present else " (no index file)"))
         try:
             process_offset, stop = self._walk_for_recovery(start, report, index_files)
         finally:
