@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-SCENARIOS = ["put", "sync_flush", "pull", "lookups", "topic_count", "recovery", "dashboard"]
+SCENARIOS = ["put", "sync_flush", "pull", "lookups", "topic_count", "recovery", "dashboard",
+             "timer_bench"]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

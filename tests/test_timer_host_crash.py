@@ -28,6 +28,7 @@ import pytest
 
 from store import Message, MessageStore
 from store.api import GetMessageStatus
+from store.meta.lockfile import create_abort
 from tests.engine_util import FakeClock, small_config
 from tests.fixtures_util import REPO_ROOT
 
@@ -82,6 +83,7 @@ def test_in_process_crash_loses_no_timer(tmp_path):
     clock = FakeClock(start_ms=1_800_000_000_000)
     root = tmp_path / "store"
     store = MessageStore.open(_config(root), clock_ms=clock, start_services=False)
+    create_abort(str(root), "5.x")          # as a started store has it: the crash is seen
     timer = store.services.timer
     for n in range(MESSAGES):
         assert store.put_message(_message(n, clock.now)).ok
@@ -115,6 +117,7 @@ def test_a_torn_unit_is_cut_and_the_log_goes_on(tmp_path):
     clock = FakeClock(start_ms=1_800_000_000_000)
     root = tmp_path / "store"
     store = MessageStore.open(_config(root), clock_ms=clock, start_services=False)
+    create_abort(str(root), "5.x")
     for n in range(10):
         assert store.put_message(_message(n, clock.now)).ok
     store.dispatch_pending()

@@ -1,12 +1,13 @@
 """The timer store's files opened for writing: the wheel, the timer log and `config/timercheck`
 (RocketMQ 5.3.3 `TimerWheel`, `TimerLog`, `TimerCheckpoint`). Layouts: `store.timer.codec`.
 
-* `WheelFile` (`TimerWheel`): the file is mapped, and a private copy of all 1,209,600 slots is kept
-  (RocketMQ's direct `byteBuffer`): enqueue and recovery write the copy; only `flush()` (the
-  1-second `TimerFlushService`) writes the changed slots into the map and forces them. A missing or
-  empty file becomes all zero slots (`setLength`); any other size is refused, as RocketMQ refuses
-  to start ("Timer wheel length:%d != expected"). Memory is the fixed 38.7 MB copy, whatever the
-  number of timers.
+* `WheelFile` (`TimerWheel`): RocketMQ keeps a private copy of all 1,209,600 slots (a direct
+  `byteBuffer`) that enqueue and recovery write, and only `flush()` (the 1-second
+  `TimerFlushService`) copies the changed slots into the mapped file and forces it. Here the copy
+  holds only the slots changed since the last flush; the others are read from the file (pread), and
+  `flush()` writes the changed ones (pwrite) and forces the file. A missing or empty file becomes
+  all zero slots (`setLength`); any other size is refused, as RocketMQ refuses to start ("Timer
+  wheel length:%d != expected").
 * `TimerLogWriter` (`TimerLog.append`): units go at the end of the last file; when a unit plus 16
   bytes does not fit, a BLANK (size = bytes left, prev 0, `BLANK_MAGIC`) fills the file and the unit
   opens the next one.
@@ -34,6 +35,9 @@ from store.timer.timer_log import timer_log_dir
 from store.timer.timer_wheel import timercheck_path, wheel_path
 
 _READ_CHUNK_BYTES = 1 << 20
+# Changed slots kept in memory between flushes at most (about 3 MB); more are written to the file
+# early (RocketMQ's copy is the whole 38.7 MB wheel; an early write only moves ahead of the flush).
+MAX_CHANGED_SLOTS = 16_384
 _SLOT = struct.Struct(">qqqii")
 
 
@@ -41,8 +45,9 @@ class WheelFile:
     """The wheel, writable (see the module docstring). Times are ms; `precision_ms` one slot.
 
     Slots changed since the last flush live in `_changed` (RocketMQ's in-memory copy, kept to what
-    differs from the file); every other slot is read from the file with pread, so the process maps
-    none of the 38.7 MB and its memory does not grow with the number of timers."""
+    differs from the file, at most MAX_CHANGED_SLOTS); every other slot is read from the file with
+    pread, so the process maps none of the 38.7 MB and its memory does not grow with the number of
+    timers."""
 
     def __init__(self, root: str, precision_ms: int):
         self.path = wheel_path(root)
@@ -57,6 +62,7 @@ class WheelFile:
         if size == 0:
             os.ftruncate(self._fd, WHEEL_FILE_SIZE_BYTES)     # RandomAccessFile.setLength
         self._changed: dict[int, tuple[int, int, int, int, int]] = {}
+        self._unsynced = False
 
     # -- slots -----------------------------------------------------------------------------------
 
@@ -82,6 +88,14 @@ class WheelFile:
     def put_slot(self, time_ms: int, first_pos: int, last_pos: int, num: int, magic: int) -> None:
         self._changed[slot_index(time_ms, self.precision_ms)] = (
             time_ms // self.precision_ms, first_pos, last_pos, num, magic)
+        if len(self._changed) >= MAX_CHANGED_SLOTS:
+            self._write_changed()           # a bound on memory; forced at the next flush
+
+    def _write_changed(self) -> None:
+        changed, self._changed = self._changed, {}
+        for index in sorted(changed):
+            os.pwrite(self._fd, _SLOT.pack(*changed[index]), index * SLOT_SIZE)
+        self._unsynced = self._unsynced or bool(changed)
 
     def _chunks(self, first_index: int = 0, count: int = WHEEL_SLOTS):
         """(first slot index, rows) over [first_index, first_index + count), read in bounded chunks
@@ -134,11 +148,12 @@ class WheelFile:
                 best = step
         limit = steps if best is None else best       # only earlier slots can come first
         first_index = start_raw % WHEEL_SLOTS
-        per_chunk = _READ_CHUNK_BYTES // SLOT_SIZE
+        per_chunk = 256                      # grows: the next live slot is usually near
         done = 0
         while done < limit:
             index = (first_index + done) % WHEEL_SLOTS
             count = min(limit - done, WHEEL_SLOTS - index, per_chunk)
+            per_chunk = min(per_chunk * 4, _READ_CHUNK_BYTES // SLOT_SIZE)
             rows = np.frombuffer(os.pread(self._fd, count * SLOT_SIZE, index * SLOT_SIZE),
                                  dtype=SLOT_DTYPE)
             expected = start_raw + done + np.arange(count, dtype=np.int64)
@@ -152,14 +167,12 @@ class WheelFile:
 
     def flush(self) -> int:
         """Write the changed slots into the file and force it; returns the slots written."""
-        changed = self._changed
-        if not changed:
-            return 0
-        self._changed = {}
-        for index in sorted(changed):
-            os.pwrite(self._fd, _SLOT.pack(*changed[index]), index * SLOT_SIZE)
-        os.fdatasync(self._fd)
-        return len(changed)
+        count = len(self._changed)
+        self._write_changed()
+        if self._unsynced:
+            os.fdatasync(self._fd)
+            self._unsynced = False
+        return count
 
     def close(self) -> None:
         """Close without flushing (`TimerWheel.shutdown(false)`, as the timer store's shutdown)."""
