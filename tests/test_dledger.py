@@ -148,6 +148,24 @@ def test_read_only_open_answers_like_the_broker_and_writes_nothing():
     assert tree_fingerprint(root) == before
 
 
+def test_readers_see_the_log_up_to_committed_pos(tmp_path):
+    """getMaxOffset and getData stop at DLedger's committedPos: the checkpoint's committedIndex for
+    a member of a larger group; the last entry for a single-member group (it leads and commits)."""
+    from store.errors import MessageNotFoundError
+    root = copy_store(FIXTURE, tmp_path)
+    with open(os.path.join(root, "dledger-n0", "checkpoint"), "w", encoding="latin-1") as handle:
+        handle.write("committedIndex=200\nendIndex=211\n")
+    entries = {h.index: h for _p, _q, h in entries_of(root)}
+    two = store_config(FIXTURE, root, d_leger_peers="n0-127.0.0.1:40911;n1-127.0.0.1:40912")
+    with MessageStore.open(two, read_only=True) as store:
+        assert store.pointers()["max_phy_offset"] == entries[200].pos + entries[200].size
+        assert store.look_message_by_offset(entries[200].body_pos).queue_offset >= 0
+        with pytest.raises(MessageNotFoundError):
+            store.look_message_by_offset(entries[205].body_pos)
+    with MessageStore.open(store_config(FIXTURE, root), read_only=True) as store:
+        assert store.pointers()["max_phy_offset"] == entries[211].pos + entries[211].size
+
+
 def test_a_member_of_a_larger_group_refuses_puts(tmp_path):
     from store import Message
     root = copy_store(FIXTURE, tmp_path)

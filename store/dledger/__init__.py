@@ -13,7 +13,10 @@ and only walking the log (recovery, dispatch, check) has to step over the entry 
 | `entry_codec` | byte layouts: entry header, BLANK, index unit (pure, no I/O)                    |
 | `layout`      | where the files are (config or detection), checkpoint and currterm text, index |
 | `entries`     | the entry walk with `DLedgerMmapFileStore.recover`'s rules                      |
-| `commit_log`  | `DLedgerCommitLog`: a `CommitLog` over the data files, recovery, min/max offset |
+| `recovery`    | `DLedgerMmapFileStore.recover`, then RocketMQ's part (queues, re-dispatch)    |
+| `writer`      | single-member appends (`appendAsLeader`), index units, the checkpoint          |
+| `commit_log`  | `DLedgerCommitLog`: a `CommitLog` over the data files, min/max offset, walks   |
+| `dump`        | `rmqstore dump records` rows: each entry with the record inside                |
 
 May import: `store.codec`, `store.kernel`, `store.mappedfile`, `store.config`, `store.errors`,
 `store.api`, `store.commitlog`. Never the consume queues, index, services or the facade.

@@ -108,4 +108,3 @@ def encode_blank(free_bytes: int) -> bytes:
     """The 8 bytes that start a BLANK filling the `free_bytes` left in a file (zeros follow)."""
     assert free_bytes >= MIN_BLANK_BYTES
     return _BLANK.pack(BLANK_MAGIC, free_bytes)
-
