@@ -8,6 +8,7 @@
 | `long_polling`  | `PullRequestHoldService`: pulls held until a message arrives               |
 | `cleanup`       | expiry of old commit-log segments, consume-queue and index files          |
 | `schedule`      | `ScheduleMessageService` (4.9): delay levels delivered to their real topic |
+| `timer`         | `TimerService` (5.x): timer messages enqueued, delivered on time, flushed   |
 | `lifecycle`     | `StoreServices`: starting and stopping them in RocketMQ's order          |
 
 May import: the structures (`store.commitlog`, `store.consumequeue`, `store.index`, `store.meta`),
