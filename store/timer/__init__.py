@@ -17,6 +17,6 @@ the broker's put-time rewrite of timer messages (`hook`).
 | `hook`            | `HookUtils.transformTimerMessage` (put) and `convertMessage`'s properties     |
 
 May import: `store.codec`, `store.mappedfile`, `store.config`, `store.api`, `store.errors`,
-`store.kernel`. Never
-the services or the facade (the commit log and consume queues reach recovery as callables).
+`store.kernel`. Never the services or the facade (the commit log and consume queues reach recovery as
+callables).
 """
