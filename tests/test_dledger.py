@@ -344,6 +344,11 @@ def test_spark_sources_over_dledger(spark):
     dump = load_dump(FIXTURE)["commitLogRecords"]
     rows = spark.read.format("rocketmq-commitlog").load(root).select("phy_offset").collect()
     assert sorted(r.phy_offset for r in rows) == [d["commitLogOffset"] for d in dump]
+    stream = spark.readStream.format("rocketmq-commitlog").load(root).writeStream \
+        .format("memory").queryName("dledger_stream").trigger(availableNow=True).start()
+    with pytest.raises(Exception, match="DLedger log"):     # batch reads only, said plainly
+        stream.awaitTermination(120)
+    stream.stop()
     entries = spark.read.format("rocketmq-dledger").load(root).collect()
     assert sorted((e.dledger_index, e.term, e.entry_pos) for e in entries) == \
         [(i, 0, d["entryPos"]) for i, d in enumerate(dump)]

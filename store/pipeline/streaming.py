@@ -22,6 +22,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from store.errors import ConfigError
 from store.pipeline.arrowkit import gather_int
 from store.pipeline.commitlog_decoder import COMMITLOG_SCHEMA
 from store.pipeline.commitlog_scan import END_BLANK, crc_mismatches, layout_records, walk_records
@@ -94,6 +95,11 @@ def plan_range(store_dir: str, start: int, end: int) -> list[SegmentSplit]:
 class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options, schema: StructType):
         self.store_dir = store_dir_option(options)
+        if any(segment.dledger for segment in list_commit_log(self.store_dir)):
+            # The offsets here are record boundaries found by walking records; a DLedger log's
+            # records sit inside entries (store.pipeline.dledger_scan): batch reads only.
+            raise ConfigError(f"{self.store_dir} keeps a DLedger log: read it with "
+                              f"spark.read (batch), streaming over DLedger entries is not supported")
         self.columns = requested_columns(schema, COMMITLOG_SCHEMA)
         self.row_filter = commitlog_row_filter(options)
         self.check_crc = bool_option(options, "checkCrc", True)
