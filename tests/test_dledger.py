@@ -325,6 +325,20 @@ def test_cli_dump_records_shows_entries_and_records(capsys):
     assert [r["kind"] for r in out["rows"] if r["kind"] != "RECORD"] == ["BLANK", "BLANK", "END"]
 
 
+def test_cli_rebuild_index_reads_the_entries(capsys, tmp_path):
+    from store.cli import main
+    root = copy_store(FIXTURE, tmp_path)
+    config = os.path.join(FIXTURE, "store.properties")
+    shutil.rmtree(os.path.join(root, "index"))
+    assert main(["recover", "--rebuild-index", "--store", root, "--config", config, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rebuildIndex"]["records"] == 212 and out["rebuildIndex"]["indexFiles"] == 2
+    with MessageStore.open(store_config(FIXTURE, root), read_only=True) as store:
+        for query in load_dump(FIXTURE)["queries"][:20]:
+            hits = store.query_message(query["topic"], query["key"], query["maxNum"]).messages
+            assert {h["msgId"] for h in query["hits"]} <= {m.msg_id for m in hits}
+
+
 def test_pipeline_tables_over_dledger():
     from store.pipeline.dledger_scan import dledger_entries_table
     from store.pipeline.frames import commitlog_table

@@ -96,3 +96,21 @@ def dump_dledger_records(layout: DLedgerLayout, *, start_phy_offset: int = 0, li
             if isinstance(file[1], mmap.mmap):
                 file[1].close()
     return rows
+
+
+def iter_dledger_records(layout: DLedgerLayout, *, check_crc: bool = False):
+    """Yield (phy_offset, CheckResult) of the record inside every entry, in log order, up to
+    where `DLedgerMmapFileStore.recover` ends the log (`store.check.commitlog.iter_records`' contract
+    for a DLedger log: tools that re-read every record, such as the index rebuild)."""
+    files = _map_files(layout.data_dir)
+    try:
+        for step, number, position, what in walk_entries(files):
+            if step != ENTRY:
+                continue
+            yield what.body_pos, record_check.check_message(
+                files[number][1], position + ENTRY_HEADER_BYTES, check_crc=check_crc,
+                limit=position + what.size)
+    finally:
+        for file in files:
+            if isinstance(file[1], mmap.mmap):
+                file[1].close()

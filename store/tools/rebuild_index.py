@@ -12,6 +12,8 @@ import shutil
 
 from store.check.commitlog import CommitLogView, iter_records
 from store.codec import record_check
+from store.dledger.dump import iter_dledger_records
+from store.dledger.layout import find_dledger
 from store.index.index_service import IndexService
 from store.meta.checkpoint import CheckpointFile
 from store.meta.lockfile import StoreLock
@@ -40,7 +42,11 @@ def rebuild_index(config) -> dict:
         try:
             with CommitLogView(config.commit_log_dirs, config.mapped_file_size_commit_log) as view:
                 batch = []
-                for _phy, result in iter_records(view, check_crc=config.check_crc_on_recover):
+                dledger = find_dledger(config)      # a DLedger log: the records inside its entries
+                records_of = iter_records(view, check_crc=config.check_crc_on_recover) \
+                    if dledger is None else \
+                    iter_dledger_records(dledger, check_crc=config.check_crc_on_recover)
+                for _phy, result in records_of:
                     if result.kind != record_check.CHECK_RECORD:
                         continue
                     batch.append(result.request)
