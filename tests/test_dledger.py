@@ -339,6 +339,17 @@ def test_cli_rebuild_index_reads_the_entries(capsys, tmp_path):
             assert {h["msgId"] for h in query["hits"]} <= {m.msg_id for m in hits}
 
 
+def test_cli_rebuild_cq_dispatches_the_entries(capsys, tmp_path):
+    from store.cli import main
+    root = copy_store(FIXTURE, tmp_path)
+    shutil.rmtree(os.path.join(root, "consumequeue", "DlB", "1"))
+    assert main(["recover", "--rebuild-cq", "DlB/1", "--store", root, "--config",
+                 os.path.join(FIXTURE, "store.properties"), "--json"]) == 0
+    capsys.readouterr()
+    with MessageStore.open(store_config(FIXTURE, root), read_only=True) as store:
+        assert _queue_answers(store) == _dump_queues()
+
+
 def test_pipeline_tables_over_dledger():
     from store.pipeline.dledger_scan import dledger_entries_table
     from store.pipeline.frames import commitlog_table
