@@ -22,6 +22,7 @@ and checkpoint checks run unchanged on top of it.
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 from array import array
 
@@ -42,7 +43,13 @@ _CUT = ("DLedgerMmapFileStore.recover stops at the first entry that breaks its r
 def check_dledger(layout: DLedgerLayout, view, sink: Sink, *, max_records: int | None,
                   unclean: bool) -> LogScan:
     """Check the DLedger log in `view` (a `CommitLogView` over `layout.data_dir`)."""
+    before = len(sink.findings)
     check_segment_files(view, sink)
+    for number in range(before, len(sink.findings)):   # `recover --pad-truncated` pads commitlog/
+        finding = sink.findings[number]
+        if finding.repair and "--pad-truncated" in finding.repair:
+            sink.findings[number] = dataclasses.replace(
+                finding, repair=None, message=finding.message.split("; rmqstore recover")[0])
     scan = LogScan()
     if not view.segments:
         sink.add("info", _C, layout.data_dir, None, "no DLedger data files: an empty log",
@@ -100,6 +107,8 @@ def _note_record(buffer, position: int, header, scan: LogScan) -> None:
     if request.sys_flag & 0x0C in (0x00, 0x08):
         key = (request.topic, request.queue_id)
         scan.queue_ends[key] = max(scan.queue_ends.get(key, 0), request.consume_queue_offset + 1)
+        scan.queue_starts[key] = min(scan.queue_starts.get(key, 1 << 62),
+                                     request.consume_queue_offset)
 
 
 def _check_entry(file, position: int, header, sink: Sink) -> None:
