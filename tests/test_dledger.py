@@ -143,7 +143,7 @@ def test_read_only_open_answers_like_the_broker_and_writes_nothing():
             assert sorted(m.msg_id for m in hits) >= sorted(h["msgId"] for h in query["hits"])
             for hit in query["hits"]:
                 assert store.view_message(hit["msgId"]).commit_log_offset == hit["commitLogOffset"]
-        with pytest.raises(Exception):
+        with pytest.raises(ReadOnlyStoreError):
             store.commit_log.append_one(bytearray(100), None)
     assert tree_fingerprint(root) == before
 
