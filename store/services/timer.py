@@ -327,7 +327,10 @@ class TimerService:
         status = self._after_append(appended, NO_WAIT)
         if status is not PutMessageStatus.PUT_OK:
             log.warning("timer delivery acknowledged with %s", status)
-        self.metrics.add(record.properties.get("REAL_TOPIC"), -1)
+        # addMetric(-1), which skips a timer never enqueued (TIMER_ENQUEUE_MS = Long.MAX_VALUE).
+        if enqueue_time_ms != NEVER_ENQUEUED_MS and \
+                record.properties.get(hook.TIMER_ENQUEUE_MS) != str(NEVER_ENQUEUED_MS):
+            self.metrics.add(record.properties.get("REAL_TOPIC"), -1)
         self.delivered_messages += 1
         return 1
 

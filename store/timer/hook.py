@@ -1,7 +1,8 @@
 """The put-time rewrite of a timer message (RocketMQ 5.3.3 broker, `HookUtils.handleScheduleMessage`
 and `transformTimerMessage`). Pure: no I/O; the wheel's slot count comes in as a callable.
 
-A message whose transaction type is NOT_TYPE or COMMIT, whose topic is not `rmq_sys_wheel_timer`
+Only single puts: the broker registers the hook for `MessageExtBrokerInner`, and a batch
+(`MessageExtBatch`) is stored as sent. A message whose transaction type is NOT_TYPE or COMMIT, whose topic is not `rmq_sys_wheel_timer`
 (a rolled timer is put as is), and which carries `TIMER_DELIVER_MS`, `TIMER_DELAY_SEC` or
 `TIMER_DELAY_MS` (`checkIfTimerMessage`):
 
