@@ -115,9 +115,10 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
     if max_msg_nums <= 0:
         raise ValueError("max_msg_nums must be positive")
     hash_codes = tag_filter.hash_codes
-    window_units = max(FILTER_WINDOW_BYTES_MIN, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+    window_units = full_units = max(FILTER_WINDOW_BYTES_MIN, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
     if hash_codes is None and window_units > max_msg_nums:
-        # Without a filter the scan stops at the unit after max_msg_nums: fetch no more.
+        # Without a filter a scan of readable units stops at the unit after max_msg_nums: fetch
+        # no more at first (past unreadable units, the sequential loop reads the full window).
         window_units = max_msg_nums + 1
     probe_units = window_units
     if hash_codes is not None and PROBE_FACTOR * max_msg_nums + 1 < window_units:
@@ -185,13 +186,18 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
                                checked_topic)
                 if found is not None:
                     return found
+            if full_units > window_units:    # the loop goes on past unreadable units
+                data = _more_units(pull_window, consume_queues, topic, queue_id,
+                                   queue_offset, full_units, max_offset) or data
             return _scan_sequentially(
                 commit_log, np.frombuffer(data, CQ_UNIT_DTYPE), queue_offset, max_msg_nums,
                 tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
                 commit_log_max, in_memory_bytes, verify=(topic, queue_id))
+    more = (lambda: _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
+                                full_units, max_offset)) if full_units > window_units else None
     return _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_msg_nums,
                          tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
-                         commit_log_max, in_memory_bytes, trusted)
+                         commit_log_max, in_memory_bytes, trusted, more)
 
 
 def _more_units(pull_window, consume_queues, topic: str, queue_id: int, queue_offset: int,
@@ -223,7 +229,7 @@ def _outside_queue(known_queue, topic: str, queue_id: int, queue_offset: int, mi
 
 def _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_msg_nums, tag_filter,
                   limits, max_total_msg_size, min_offset, max_offset, decode, commit_log_max,
-                  in_memory_bytes, trusted) -> GetMessageResult:
+                  in_memory_bytes, trusted, more=None) -> GetMessageResult:
     """A pull the tuple shortcut does not take (a filter, a large window, a byte limit that may
     fire): `_plan_window`'s numpy plan, else `_plan_scan`; the unit-by-unit loop when a taken
     record is gone."""
@@ -246,7 +252,9 @@ def _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_ms
         if found is not None:
             return found
     # Some units point at expired commit log data, or at a record that is not theirs:
-    # RocketMQ's sequential rules decide, checking each record.
+    # RocketMQ's sequential rules decide, checking each record, over the whole window (`more`).
+    if more is not None:
+        data = more() or data
     return _scan_sequentially(commit_log, np.frombuffer(data, CQ_UNIT_DTYPE), queue_offset,
                               max_msg_nums, tag_filter, limits, max_total_msg_size,
                               min_offset, max_offset, decode, commit_log_max,
