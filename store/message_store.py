@@ -71,10 +71,12 @@ class MessageStore(LookupsMixin):
 
     @classmethod
     def open(cls, config: StoreConfig, read_only: bool = False, *, clock_ms=None,
-             start_services: bool = True) -> "MessageStore":
-        """Open (and recover, unless read-only) the store at `config.store_path_root_dir`."""
+             start_services: bool = True, rebuild_queues=()) -> "MessageStore":
+        """Open (and recover, unless read-only) the store at `config.store_path_root_dir`.
+        `rebuild_queues`: (topic, queue_id) pairs to rebuild from the whole log (a repair)."""
         clock = clock_ms or (lambda: time.time_ns() // 1_000_000)
-        parts = open_parts(config, read_only=read_only, clock_ms=clock)
+        parts = open_parts(config, read_only=read_only, clock_ms=clock,
+                           rebuild_queues=rebuild_queues)
         store = cls(parts, clock)
         try:
             store.services.prepare()

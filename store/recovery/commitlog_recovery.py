@@ -47,9 +47,12 @@ class RecoveryReport:
     consume_queues_truncated: bool = False
     cq_max_phy_offset: int = -1
     dispatch_from: int = 0
-    # Queues whose records appear in the verified part of the log but whose consume queue is
-    # missing or shorter: recovery re-dispatches the whole log to rebuild them.
+    # Queues rebuilt from the log's first record because the open was asked to
+    # (`rmqstore recover --rebuild-cq`; see store.recovery.loader._plan_dispatch).
     rebuilt_queues: list[tuple[str, int]] = field(default_factory=list)
+    # Queues whose records appear in the verified part of the log but whose consume queue is
+    # missing or shorter: like RocketMQ, only what dispatch_from re-dispatches comes back.
+    incomplete_queues: list[tuple[str, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # (topic, queue_id) -> highest queue offset among the verified records. Not a field:

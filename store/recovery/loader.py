@@ -103,8 +103,11 @@ class StoreParts:
     timer: TimerReader | None = None      # 5.x: the timer store's files, read-only, on first use
 
 
-def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreParts:
-    """Load and recover every part of the store (nothing is started)."""
+def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None,
+               rebuild_queues=()) -> StoreParts:
+    """Load and recover every part of the store (nothing is started). `rebuild_queues`: (topic,
+    queue_id) pairs whose consume queue a writable open rebuilds from the log's first record
+    (`rmqstore recover --rebuild-cq`; RocketMQ itself never does, see `_plan_dispatch`)."""
     clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
     root = config.store_path_root_dir
     if read_only and not os.path.isdir(root):
@@ -142,7 +145,7 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
         index_service.load(last_exit_ok, checkpoint.index_msg_timestamp)
         opened.append(index_service)
         report = _recover(config, style, read_only, last_exit_ok, commit_log, consume_queues,
-                          checkpoint)
+                          checkpoint, rebuild_queues)
         consumer_offsets = ConsumerOffsetManager(config.config_dir, read_only=read_only, style=style)
         consumer_offsets.load()
         topics = TopicConfigManager(config.config_dir, read_only=read_only, style=style,
@@ -161,7 +164,8 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None) -> StoreP
 
 
 def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: bool,
-             commit_log: CommitLog, consume_queues, checkpoint: CheckpointFile) -> RecoveryReport:
+             commit_log: CommitLog, consume_queues, checkpoint: CheckpointFile,
+             rebuild_queues=()) -> RecoveryReport:
     """Spec §11.1's recovery steps on the loaded parts: the consume queues, then the commit log
     (normal or abnormal) against them, cutting queues past the log's end, planning the rebuild of
     missing ones, the min offsets and the queue-offset table."""
@@ -185,7 +189,8 @@ def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: boo
             report.step("consume queues", f"cut consume queues at {report.process_offset}: they "
                                           f"referenced the log up to {cq_max_phy_offset}")
     if not read_only:
-        _plan_rebuild_of_missing_queues(report, consume_queues, commit_log)
+        _plan_dispatch(report, style, last_exit_ok, commit_log, consume_queues, cq_max_phy_offset,
+                       rebuild_queues)
     if style == FORMAT_5X and report.records_checked and not isinstance(commit_log,
                                                                         DLedgerCommitLog):
         # 5.x recovery records the start of the last valid record as the confirm offset
@@ -196,20 +201,60 @@ def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: boo
     return report
 
 
-def _plan_rebuild_of_missing_queues(report: RecoveryReport, consume_queues,
-                                    commit_log: CommitLog) -> None:
-    """A consume queue that is missing (or shorter than the log says) is rebuilt by dispatching
-    the whole log again; queues that are complete ignore what they already hold."""
+def _plan_dispatch(report: RecoveryReport, style: str, last_exit_ok: bool, commit_log,
+                   consume_queues, cq_max_phy_offset: int, rebuild_queues) -> None:
+    """Where the writable open's dispatch starts, as RocketMQ's restart decides it, so that a
+    consume queue that is missing or short comes back with only what RocketMQ re-dispatches.
+
+    After a crash (both lines): `CommitLog.recoverAbnormally` dispatches every valid record from
+    the segment `isMappedFileMatchedRecover` picks (`report.dispatch_from` is its start already).
+    After a clean shutdown:
+    - 4.9.7: `recoverNormally` dispatches nothing; `DefaultMessageStore.start` sets the reput
+      offset to the largest `ConsumeQueue.getMaxPhysicOffset` (end of a queue's last unit) over all
+      queues, at least `commitLog.getMinOffset()` (the recovery's own `dispatch_from`);
+    - 5.3.3: `recoverNormally(maxPhyOffsetOfConsumeQueue)` dispatches the records whose
+      `getCommitLogOffset() > maxPhyOffsetOfConsumeQueue` (so not one starting exactly there), and
+      `start` reputs from `getConfirmOffset()`, which is the log's end (`getMaxOffset`, ASYNC_FLUSH;
+      `getFlushedWhere` = the same after recovery, SYNC_FLUSH; `recheckReputOffsetFromCq` is off);
+      `DLedgerCommitLog.dledgerRecoverNormally` dispatches nothing and its confirm offset is its
+      max offset: a lost queue stays lost.
+    A queue re-dispatched from its n-th record gets `ConsumeQueue.fillPreBlank` units before it
+    (minLogicOffset there; 4.9.7's `correctMinOffset` at `start` may move min back over them).
+
+    `rebuild_queues` (the `rmqstore recover --rebuild-cq` repair, never RocketMQ) are rebuilt from
+    the log's first record: dispatch starts at the log's min offset (queues that already hold a
+    record skip it, `putMessagePositionInfo`'s maxPhysicOffset rule)."""
     from store.recovery.commitlog_recovery import find_queues_to_rebuild
+    if last_exit_ok and style == FORMAT_5X:
+        if isinstance(commit_log, DLedgerCommitLog):
+            report.dispatch_from = commit_log.max_offset()
+        elif report.dispatch_from == cq_max_phy_offset:
+            size = commit_log.record_size_at(cq_max_phy_offset)
+            if size and cq_max_phy_offset + size <= report.process_offset:
+                report.dispatch_from += size       # not > maxPhyOffsetOfConsumeQueue
     missing = find_queues_to_rebuild(report, consume_queues)
-    if not missing:
-        return
-    report.rebuilt_queues = missing
-    report.dispatch_from = commit_log.min_offset()
-    names = ", ".join(f"{topic}/{queue_id}" for topic, queue_id in missing[:10])
-    more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
-    report.step("consume queues", f"missing or short: {names}{more}; re-dispatching from "
-                                  f"{report.dispatch_from} to rebuild them")
+    asked = sorted(set(rebuild_queues))
+    kept = [queue for queue in asked if consume_queues.get_max_offset(*queue) > 0]
+    if kept:      # units already there would make dispatch skip every earlier record
+        raise ConfigError(f"cannot rebuild {_names(kept)}: the consume queue still has units; move "
+                          f"its files aside first (rmqstore recover --rebuild-cq does)")
+    if asked:
+        report.rebuilt_queues = asked
+        report.dispatch_from = commit_log.min_offset()
+        report.step("consume queues", f"rebuilding {_names(asked)} from the log's first record "
+                                      f"({report.dispatch_from}), as asked")
+    incomplete = [queue for queue in missing if queue not in asked]
+    if incomplete:
+        report.incomplete_queues = incomplete
+        report.step("consume queues", f"missing or short: {_names(incomplete)}; like RocketMQ, "
+                                      f"dispatch starts at {report.dispatch_from}: units of "
+                                      f"earlier records stay missing (rmqstore recover "
+                                      f"--rebuild-cq TOPIC/QUEUE rebuilds them)")
+
+
+def _names(queues) -> str:
+    names = ", ".join(f"{topic}/{queue_id}" for topic, queue_id in queues[:10])
+    return names + (f" and {len(queues) - 10} more" if len(queues) > 10 else "")
 
 
 def _index_file_full_callback(checkpoint: CheckpointFile):

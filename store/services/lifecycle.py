@@ -130,6 +130,11 @@ class StoreServices:
         report = parts.recovery
         report.redispatched_records = self.reput.dispatched_records - before
         report.redispatched_bytes = self.reput.reput_offset - report.dispatch_from
+        if parts.style == "4.9" and report.redispatched_records:
+            # 4.9.7's start() runs recoverTopicQueueTable again after the reput caught up, and with
+            # it ConsumeQueue.correctMinOffset: a queue re-dispatched from its n-th record (pre-fill
+            # units first, phy offset 0) may get its min offset moved back over them.
+            parts.consume_queues.correct_min_offset(parts.commit_log.min_offset())
         if report.redispatched_records:
             report.step("dispatch", f"re-dispatched {report.redispatched_records} records "
                                     f"({report.redispatched_bytes} bytes) from {report.dispatch_from}")
