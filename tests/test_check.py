@@ -249,7 +249,7 @@ def test_missing_queue_after_clean_shutdown_is_an_error(tmp_path):
     root, findings = _damaged(tmp_path, lambda r: shutil.rmtree(os.path.join(r, queue)))
     [error] = _errors(findings, "consumequeue")
     assert error.path == os.path.join(root, queue) and "TopicB/1" in error.message
-    assert error.repair == f"rmqstore recover --store {root}"
+    assert error.repair == f"rmqstore recover --rebuild-cq TopicB/1 --store {root}"
 
 
 def test_every_finding_says_restart_and_repair(tmp_path):

@@ -165,6 +165,7 @@ class LogScan:
     capped: bool = False
     last_store_timestamp: int = 0
     queue_ends: dict = field(default_factory=dict)   # (topic, queue_id) -> max queue offset + 1
+    queue_starts: dict = field(default_factory=dict)  # (topic, queue_id) -> min queue offset
 
     def is_record_start(self, phy_offset: int) -> bool | None:
         """True/False for offsets the walk covered, None beyond it (then only the fields can tell)."""
@@ -276,6 +277,8 @@ def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogSc
                 key = (request.topic, request.queue_id)
                 scan.queue_ends[key] = max(scan.queue_ends.get(key, 0),
                                            request.consume_queue_offset + 1)
+                scan.queue_starts[key] = min(scan.queue_starts.get(key, 1 << 62),
+                                             request.consume_queue_offset)
             position += result.size
             if max_records is not None and scan.records >= max_records:
                 scan.capped = True

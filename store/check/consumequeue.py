@@ -277,23 +277,50 @@ def check_api_queues(consume_queues, view: CommitLogView, scan: LogScan, sink: S
 
 def check_dispatch_coverage(scan: LogScan, ends: dict, sink: Sink, *, unclean: bool = False,
                             queue_dir: str | None = None) -> None:
-    """Records in the log that their consume queue does not reach yet (dispatch behind).
+    """Records in the log that their consume queue does not reach yet (dispatch behind), and
+    records before a queue's first unit (its directory deleted, then restored by a restart).
 
-    A queue with no consume queue at all after a clean shutdown is an error: RocketMQ's reput
-    starts after the end of the queues that exist (DefaultMessageStore.start), so its records never
-    get units back. After a crash, abnormal recovery re-dispatches from the checkpoint: a warning."""
+    RocketMQ never gives those units back: after a clean shutdown 4.9.7's reput starts after the
+    end of the queues that exist (`DefaultMessageStore.start`), 5.3.3's `CommitLog.recoverNormally`
+    dispatches only records past `maxPhyOffsetOfConsumeQueue`; after a crash `recoverAbnormally`
+    re-dispatches from the checkpoint's segment only. A queue restored that way starts at its
+    first re-dispatched record (`ConsumeQueue.fillPreBlank` units before it). An error after a
+    clean shutdown; a warning after a crash (the restart may bring some of them back)."""
     for (topic, queue_id), log_end in sorted(scan.queue_ends.items()):
         cq_end = ends.get((topic, queue_id))
-        if cq_end is None:
-            path = os.path.join(queue_dir, topic, str(queue_id)) if queue_dir else None
+        log_start = min(scan.queue_starts.get((topic, queue_id), 0), log_end - 1)
+        path = os.path.join(queue_dir, topic, str(queue_id)) if queue_dir else None
+        first_unit = _first_real_unit(path, cq_end) if cq_end is not None and path else None
+        if cq_end is None or (first_unit is not None and first_unit > log_start):
+            last_missing = log_end - 1 if cq_end is None else first_unit - 1
+            where = "it has no consume queue" if cq_end is None else \
+                f"its consume queue starts at unit {first_unit}"
             sink.add("warning" if unclean else "error", "consumequeue", path, None,
-                     f"{topic}/{queue_id} has records in the commit log (queue offsets up to "
-                     f"{log_end - 1}) but no consume queue: consumers see none of them",
-                     on_restart="after a crash, recovery re-dispatches from the checkpoint; after "
-                                "a clean shutdown the reput service starts after the other queues' "
-                                "ends and these records never get units")
-        elif cq_end < log_end:
+                     f"units {log_start}..{last_missing} of {topic}/{queue_id} are missing although "
+                     f"the commit log still holds them ({where}): consumers never see those "
+                     f"messages",
+                     on_restart="RocketMQ never restores them: a restart dispatches only from its "
+                                "recovery start (after a clean shutdown the end of the other "
+                                "queues, after a crash the checkpoint's segment)",
+                     repair=f"rmqstore recover --rebuild-cq {topic}/{queue_id} --store {{store}}")
+        if cq_end is not None and cq_end < log_end:
             sink.add("warning", "consumequeue", None, None,
                      f"{topic}/{queue_id}: the commit log holds queue offsets up to {log_end - 1} but "
                      f"the consume queue ends at {cq_end} (dispatch behind; a writable open "
                      f"re-dispatches)")
+
+
+def _first_real_unit(queue_path: str, cq_end: int) -> int | None:
+    """The queue offset of the first unit of `queue_path` that is not a pre-fill unit (phy 0,
+    size Integer.MAX_VALUE, `ConsumeQueue.fillPreBlank`); None if it cannot be read."""
+    try:
+        names = sorted(n for n in os.listdir(queue_path) if parse_file_name(n) is not None)
+    except OSError:
+        return None
+    for name in names[:1]:
+        with open(os.path.join(queue_path, name), "rb") as handle:
+            data = handle.read()
+        units = np.frombuffer(data, dtype=CQ_UNIT_DTYPE, count=len(data) // CQ_UNIT_SIZE)
+        real = np.nonzero((units["phy_offset"] != 0) | (units["size"] != PREFILL_SIZE))[0]
+        return parse_file_name(name) // CQ_UNIT_SIZE + (int(real[0]) if len(real) else len(units))
+    return cq_end
