@@ -119,9 +119,9 @@ def _report_dict(report) -> dict:
 def cmd_recover(args) -> int:
     """Read-only: the recovery the engine would run, changing nothing. Writable: that recovery,
     plus the repairs of what `check` finds (store.tools.repair), each printed as a step."""
-    if (args.rebuild_index or args.pad_truncated) and args.read_only:
-        raise UsageError("--rebuild-index and --pad-truncated write; they cannot be combined with "
-                         "--read-only")
+    if (args.rebuild_index or args.pad_truncated or args.rebuild_cq) and args.read_only:
+        raise UsageError("--rebuild-index, --rebuild-cq and --pad-truncated write; they cannot be "
+                         "combined with --read-only")
     config = resolve_config(args)
     if args.read_only:
         from store.message_store import MessageStore
@@ -130,7 +130,8 @@ def cmd_recover(args) -> int:
     else:
         from store.tools.repair import repair_store
         repaired = repair_store(config, pad_truncated=args.pad_truncated,
-                                rebuild_index_always=args.rebuild_index)
+                                rebuild_index_always=args.rebuild_index,
+                                rebuild_queues=_queue_args(args.rebuild_cq or []))
         out = {"recovery": _report_dict(repaired.recovery), "pointers": repaired.pointers,
                "repairs": repaired.steps, "backupDir": repaired.backup_dir}
         if repaired.index_rebuilt is not None:
@@ -156,6 +157,18 @@ def cmd_recover(args) -> int:
         print("\nindex rebuilt:")
         print_kv(out["rebuildIndex"])
     return 0
+
+
+def _queue_args(values: list[str]) -> list[tuple[str, int]]:
+    """`TOPIC/QUEUE` arguments of --rebuild-cq (the topic may hold '/': the last one splits)."""
+    queues = []
+    for value in values:
+        topic, _, queue = value.rpartition("/")
+        if not topic or not queue.lstrip("-").isdigit():
+            raise UsageError(f"--rebuild-cq {value!r}: expected TOPIC/QUEUE_ID, e.g. TopicA/0")
+        validate_topic_arg(topic)
+        queues.append((topic, int(queue)))
+    return queues
 
 
 # -- clean ----------------------------------------------------------------------------------------
@@ -216,6 +229,10 @@ def add_admin_commands(subparsers, common) -> None:
     p.add_argument("--pad-truncated", action="store_true",
                    help="pad commit-log segments shorter than mappedFileSizeCommitLog to full size "
                         "(a record the cut tore becomes a BLANK filler; complete records are kept)")
+    p.add_argument("--rebuild-cq", action="append", metavar="TOPIC/QUEUE",
+                   help="rebuild this file consume queue from the whole commit log (repeatable; "
+                        "RocketMQ's restart re-dispatches only from its recovery start, so units "
+                        "of a deleted queue's older records never come back by themselves)")
     p.set_defaults(handler=cmd_recover, read_only_default=False)
 
     p = subparsers.add_parser("convert-cq", parents=[common],

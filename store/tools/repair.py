@@ -12,9 +12,9 @@ and never rebuilds a missing `index/` (dispatch resumes from the consume queues)
 | a segment shorter than the segment size   | only with `pad_truncated`: the file grows to the segment   |
 |                                           | size; a record the cut tore becomes a BLANK filler (the    |
 |                                           | last data segment: zeros, where recovery ends the log)     |
-| errors in a file consume queue            | the queue directory moves to the backup and the writable   |
-|                                           | open rebuilds it from the commit log (missing queues are   |
-|                                           | re-dispatched from the log's first record)                 |
+| errors in a file consume queue, or units  | the queue directory moves to the backup and the writable   |
+| missing before its first one (`--rebuild- | open rebuilds it from the log's first record (RocketMQ's   |
+| cq T/q` asks for a queue by name)         | restart re-dispatches only from its recovery start)        |
 | a missing index, or errors in index files | index/ is rebuilt from the whole commit log                |
 
 Nothing is deleted: every file changed or replaced is first copied to `<root>/repair-backup-<ms>/`.
@@ -57,8 +57,10 @@ class RepairReport:
 
 
 def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: bool = False,
-                 max_findings: int = 100_000) -> RepairReport:
-    """Repair the store at `config` (see the module docstring) and open it writable once."""
+                 max_findings: int = 100_000, rebuild_queues=()) -> RepairReport:
+    """Repair the store at `config` (see the module docstring) and open it writable once.
+    `rebuild_queues`: (topic, queue_id) pairs rebuilt from the whole log whatever check says
+    (`--rebuild-cq`); queues check finds incomplete are rebuilt too."""
     from store.message_store import MessageStore
     root = config.store_path_root_dir
     holder = probe_lock(root)
@@ -87,12 +89,15 @@ def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: b
             f"pulls skip them, and rebuilding the queue would renumber every later message "
             f"(a RocketMQ queue has no holes); check keeps reporting them")
     damaged_queues = [q for q in _damaged_queues(config, findings) if q not in holding]
+    damaged_queues += [q for q in sorted(set(rebuild_queues)) if q not in damaged_queues]
     for topic, queue_id in damaged_queues:
         queue_dir = os.path.join(config.consume_queue_dir, topic, str(queue_id))
         report.rebuilt_queues.append(f"{topic}/{queue_id}")
         if os.path.isdir(queue_dir):
             backup.move(queue_dir)
-            report.steps.append(f"consume queue {topic}/{queue_id} has errors: moved aside, "
+            why = "asked to rebuild (--rebuild-cq)" if (topic, queue_id) in set(rebuild_queues) \
+                else "has errors or misses units"
+            report.steps.append(f"consume queue {topic}/{queue_id} {why}: moved aside, "
                                 f"rebuilt from the commit log by the writable open")
         else:
             report.steps.append(f"consume queue {topic}/{queue_id} is missing: rebuilt from the "
@@ -101,7 +106,9 @@ def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: b
     rebuild = rebuild_index_always or index_damaged
     if rebuild and os.path.isdir(config.index_dir):
         backup.move(config.index_dir)
-    with MessageStore.open(config, read_only=False) as store:
+    # RocketMQ's restart re-dispatches only from its recovery start (store.recovery.loader):
+    # the queues moved aside are rebuilt from the log's first record because the open is told to.
+    with MessageStore.open(config, read_only=False, rebuild_queues=damaged_queues) as store:
         report.recovery = store.recovery_report
         report.pointers = store.pointers()
     rebuilt = [f"{t}/{q}" for t, q in report.recovery.rebuilt_queues
@@ -126,7 +133,11 @@ def _damaged_queues(config, findings: list[Finding]) -> list[tuple[str, int]]:
     base = os.path.realpath(config.consume_queue_dir)
     queues = set()
     for finding in findings:
-        if finding.component != "consumequeue" or finding.severity != "error" or not finding.path:
+        # Units missing before a queue's first one (`--rebuild-cq` findings) count whatever their
+        # severity: after a crash they are warnings, and no restart brings them back.
+        rebuild = finding.repair is not None and "--rebuild-cq" in finding.repair
+        if finding.component != "consumequeue" or not finding.path or \
+                (finding.severity != "error" and not rebuild):
             continue
         relative = os.path.relpath(os.path.realpath(finding.path), base).split(os.sep)
         if len(relative) >= 2 and relative[0] not in ("..", ".") and \
