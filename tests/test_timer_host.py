@@ -16,6 +16,7 @@ from store.codec.message import decode_message
 from store.codec.properties import java_hashmap_order
 from store.config import StoreConfig
 from store.timer.codec import TIMER_TOPIC
+from store.timer.hook import timer_out_ms
 from store.timer.timer_wheel import read_timercheck
 from tests.fixtures_util import fixture_id, load_dump, store_config
 from tests.test_timer_util import timer_fixtures, timer_store_copy
@@ -61,6 +62,20 @@ def _messages(fixture):
         return [json.loads(line) for line in handle]
 
 
+def _hook_clock(line, result, want, precision_ms: int) -> int:
+    """The clock the real hook read lies between the born time and the store time; for a relative
+    delay, the end of that range whose TIMER_OUT_MS is the stored one (both, unless a second
+    boundary fell between them), else the store time (and the comparison fails)."""
+    delay = {"TIMER_DELAY_SEC": 1000, "TIMER_DELAY_MS": 1}
+    for name, scale in delay.items():
+        if name in line["properties"] and "TIMER_OUT_MS" in want.properties:
+            for now in (result["storeTimestamp"], line["bornTimestamp"]):
+                due = now + int(line["properties"][name]) * scale
+                if str(timer_out_ms(due, precision_ms)) == want.properties["TIMER_OUT_MS"]:
+                    return now
+    return result["storeTimestamp"]
+
+
 @pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_id)
 def test_put_rewrites_as_the_fixture(fixture, tmp_path):
     """Each line put at the real put's store time: same topic, queue, queue offset and properties
@@ -77,14 +92,14 @@ def test_put_rewrites_as_the_fixture(fixture, tmp_path):
     kinds = set()
     try:
         for line, result in zip(_messages(fixture), results):
-            clock.now_ms = result["storeTimestamp"]
+            want = decode_message(raw[result["wroteOffset"]:][:result["wroteBytes"]], 0)
+            clock.now_ms = _hook_clock(line, result, want, store.config.timer_precision_ms)
             properties = dict(line["properties"], UNIQ_KEY=line["uniqKey"])
             ours = store.put_message(Message(
                 line["topic"], line["body"].encode(), queue_id=line["queueId"], tags=line["tags"],
                 keys=line["keys"], properties=properties, born_timestamp=line["bornTimestamp"],
                 born_host="127.0.0.1:50000", flag=line["flag"], sys_flag=line["sysFlag"]))
             assert ours.ok and ours.queue_offset == result["logicsOffset"]
-            want = decode_message(raw[result["wroteOffset"]:][:result["wroteBytes"]], 0)
             got = decode_message(store.commit_log.read(ours.wrote_offset, ours.wrote_bytes), 0)
             assert (got.topic, got.queue_id) == (want.topic, want.queue_id)
             assert got.properties_raw == want.properties_raw, line["uniqKey"]
