@@ -15,6 +15,7 @@ from store.commitlog.commit_log import RecordTooLargeForSegment
 from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
 from store.commitlog.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
 from store.config import StoreConfig
+from store.dledger.commit_log import DLedgerCommitLog
 from store.errors import ReadOnlyStoreError, StoreClosedError
 from store.inspect.live import StoreInspector
 from store.lookups import LookupsMixin
@@ -47,7 +48,9 @@ class MessageStore(LookupsMixin):
             allow_v2_records=self.style == "5.x" and cfg.auto_message_version_on_topic_len,
             delay_levels_ms=tuple(parse_delay_levels(cfg.message_delay_level)),
             segment_size_bytes=cfg.mapped_file_size_commit_log,
-            append_prop_crc=self.style == "5.x" and cfg.enabled_append_prop_crc)
+            # 5.3.3's DLedgerCommitLog encodes records itself and writes no __CRC32# trailer.
+            append_prop_crc=self.style == "5.x" and cfg.enabled_append_prop_crc
+            and not isinstance(self.commit_log, DLedgerCommitLog))
         # [5.x] the broker's put hook for timer messages (HookUtils.handleScheduleMessage).
         self._timer_hook = TimerHookSettings.from_config(cfg) if self.style == "5.x" else None
         self._limits = TransferLimits(
