@@ -60,5 +60,7 @@ def test_the_corpus_is_what_make_corpus_writes(tmp_path, monkeypatch):
                  for p in glob.glob(os.path.join(build.REPO_ROOT, "tests", "data", "kernel_corpus",
                                                  "*.bin"))}
     written = {os.path.basename(p): open(p, "rb").read() for p in glob.glob(str(tmp_path / "*.bin"))}
-    assert committed == written
+    assert committed == written, ("tests/data/kernel_corpus/ is not what make_corpus writes from "
+                                  "tests/data/fixtures (a fixture was added?): run "
+                                  "`python3 -m tests.kernel_fuzz.make_corpus` and commit the corpus")
     assert 50 <= len(committed) and sum(map(len, committed.values())) < 300_000
