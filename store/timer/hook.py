@@ -47,6 +47,7 @@ TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
 TIMER_PROPERTIES = (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS)
 _TRANSACTION_PREPARED, _TRANSACTION_ROLLBACK = 0x04, 0x0C
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+_INT_MAX = (1 << 31) - 1
 
 
 class TimerRefused(Exception):
@@ -143,7 +144,9 @@ def rewrite_timer_message(message: Message, settings: TimerHookSettings, now_ms:
                            f"deliver time {deliver_ms} is more than timerMaxDelaySec "
                            f"({settings.max_delay_sec} s) away")
     out_ms = timer_out_ms(deliver_ms, settings.precision_ms)
-    if is_reject(slot_num(out_ms), settings.congest_num_each_slot, draw):
+    # A slot's num is an int: with the default Integer.MAX_VALUE nothing is ever rejected.
+    if settings.congest_num_each_slot < _INT_MAX and \
+            is_reject(slot_num(out_ms), settings.congest_num_each_slot, draw):
         raise TimerRefused(PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL,
                            f"the wheel slot of {out_ms} holds more than timerCongestNumEachSlot "
                            f"({settings.congest_num_each_slot}) timers")

@@ -81,7 +81,10 @@ class WheelFile:
         return first, last, num, magic
 
     def slot_num(self, time_ms: int) -> int:
-        """`TimerWheel.getNum`: the slot's timer count, 0 for a slot of another time."""
+        """`TimerWheel.getNum`: the slot's timer count, 0 for a slot of another time (or once
+        closed: the put hook may ask while the store shuts down)."""
+        if self._fd < 0:
+            return 0
         slot = self.get_slot(time_ms)
         return 0 if slot is None else slot[2]
 
