@@ -36,9 +36,9 @@ import numpy as np
 from store import kernel
 from store.errors import StoreError
 from store.inspect.admin_views import AdminViewsMixin
-from store.inspect.scheduled import ScheduledViewsMixin
 from store.inspect.record_hex import RecordHexView, record_hex_view
 from store.inspect.restart_plan import RestartPlanMixin
+from store.inspect.scheduled import ScheduledViewsMixin
 from store.inspect.timer import TimerInspectMixin
 from store.mappedfile.mapped_file import parse_file_name
 
