@@ -290,3 +290,21 @@ def test_restarted_master_delivers_what_rocketmq_did(fixture, tmp_path):
         assert _timer_findings(store) == []
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_id)
+def test_a_wheel_of_the_wrong_size_refuses_the_writable_open(fixture, tmp_path):
+    """RocketMQ's TimerWheel refuses a wheel neither empty nor 38,707,200 bytes, before the message
+    store loads: one error naming the file and its size, and nothing on disk changed."""
+    from store.errors import CorruptDataError
+    from tests.fixtures_util import tree_fingerprint
+    root = timer_store_copy(fixture, tmp_path)
+    wheel = os.path.join(root, "timerwheel")
+    os.truncate(wheel, 1000)
+    before = tree_fingerprint(root)
+    with pytest.raises(CorruptDataError) as raised:
+        MessageStore.open(store_config(fixture, root), start_services=False)
+    assert wheel in str(raised.value) and "1000" in str(raised.value)
+    assert tree_fingerprint(root) == before
+    with MessageStore.open(store_config(fixture, root), read_only=True) as store:
+        assert store._parts.timer.state == "wheel wrong size"

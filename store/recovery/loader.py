@@ -26,6 +26,7 @@ from store.meta.lockfile import StoreLock, abort_exists
 from store.meta.topic_config import TopicConfigManager
 from store.recovery.commitlog_recovery import RecoveryReport, recover_commit_log
 from store.timer.timer_store import TimerReader
+from store.timer.timer_writer import refuse_unusable_files as refuse_unusable_timer_files
 
 FORMAT_49 = "4.9"
 FORMAT_5X = "5.x"
@@ -115,6 +116,8 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None,
     if not read_only:
         os.makedirs(root, exist_ok=True)
     style = resolve_store_format(config)
+    if not read_only and style == FORMAT_5X and config.timer_wheel_enable:
+        refuse_unusable_timer_files(root)     # before anything is written, as the broker
     lock = None
     if not read_only:
         lock = StoreLock(root)

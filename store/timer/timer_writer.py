@@ -41,6 +41,22 @@ MAX_CHANGED_SLOTS = 16_384
 _SLOT = struct.Struct(">qqqii")
 
 
+def refuse_unusable_files(root: str) -> None:
+    """Raise CorruptDataError (path, size) for a wheel RocketMQ refuses (neither missing, empty nor
+    38,707,200 bytes) or a timercheck shorter than its 56 used bytes; nothing is written. The broker
+    builds its TimerMessageStore (and so the wheel) before the message store loads."""
+    path = wheel_path(root)
+    if os.path.exists(path):
+        size = os.path.getsize(path)
+        if size not in (0, WHEEL_FILE_SIZE_BYTES):
+            raise CorruptDataError(path, size, f"timer wheel is {size} bytes, expected "
+                                               f"{WHEEL_FILE_SIZE_BYTES}: RocketMQ refuses it")
+    path = timercheck_path(root)
+    if os.path.exists(path) and os.path.getsize(path) < 56:
+        raise CorruptDataError(path, os.path.getsize(path), "timercheck is shorter than its 56 "
+                                                            "used bytes")
+
+
 class WheelFile:
     """The wheel, writable (see the module docstring). Times are ms; `precision_ms` one slot.
 
