@@ -51,6 +51,10 @@ def _queue(store, topic, queue_id=0):
     return store.get_message("g", topic, queue_id, 0, 1000).messages
 
 
+def _names(properties_raw: bytes) -> list[str]:
+    return [p.split("\x01")[0] for p in properties_raw.decode().split("\x02") if p]
+
+
 def _timer_findings(store):
     return [f for f in store.check() if f.component == "timer" and f.severity != "info"]
 
@@ -188,8 +192,7 @@ def test_each_kind_is_delivered_within_a_second(tmp_path, name, value, due_ms):
             name: value, "UNIQ_KEY": "U1", "user": "v", "TAGS": "TG", "KEYS": "k1",
             "TIMER_OUT_MS": str(out_ms), "REAL_TOPIC": "Real", "REAL_QID": "3",
             "TIMER_ENQUEUE_MS": str(T0_MS // 1000 * 1000), "TIMER_DEQUEUE_MS": str(delivered_at)}
-        names = [p.split("\x01")[0] for p in copy.properties_raw.decode().split("\x02") if p]
-        assert names == java_hashmap_order(list(copy.properties), 128)
+        assert _names(copy.properties_raw) == java_hashmap_order(list(copy.properties), 128)
         assert _timer_findings(store) == []
     finally:
         store.close()
@@ -272,6 +275,18 @@ def test_restarted_master_delivers_what_rocketmq_did(fixture, tmp_path):
             sorted(key(e["topic"], e["queueId"], e["keys"], e["uniqKey"], e["properties"])
                    for e in want)
         assert all(m.body == bodies[m.properties["UNIQ_KEY"]] for m in got)
+        # The stored properties string: the same name order as the real broker's delivered copies.
+        real_orders = {}
+        for queue in dump["queues"]:
+            for message in queue.get("messages", []):
+                if "TIMER_DEQUEUE_MS" in message.get("properties", {}):
+                    names = _names(message["propertiesString"].encode())
+                    real_orders[frozenset(names)] = names
+        compared = [m for m in got if frozenset(_names(m.properties_raw)) in real_orders]
+        assert compared
+        for message in compared:
+            names = _names(message.properties_raw)
+            assert names == real_orders[frozenset(names)]
         assert _timer_findings(store) == []
     finally:
         store.close()
