@@ -180,11 +180,15 @@ class MessageStore(LookupsMixin):
         if refused is not None:
             return refused
         if self._timer_hook is not None and message.properties:
+            sent = message
             try:
                 message = rewrite_timer_message(message, self._timer_hook, self.clock_ms(),
                                                 slot_num=self._timer_slot_num)
             except TimerRefused as refusal:
                 return PutMessageResult(refusal.status, error=refusal.reason)
+            if message.topic != sent.topic and (sent.topic, sent.queue_id) not in self._noted_queues:
+                # The broker creates the topic it was sent to before the hook moves the message.
+                self._note_topic(sent.topic, sent.queue_id)
         try:
             record, draft = encode_for_put(message, self._put_settings, self.clock_ms())
         except PutRefused as refusal:
