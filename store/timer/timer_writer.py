@@ -116,15 +116,24 @@ class WheelFile:
             os.pwrite(self._fd, _SLOT.pack(*changed[index]), index * SLOT_SIZE)
         self._unsynced = self._unsynced or bool(changed)
 
+    def _hole_until(self, position: int, end: int) -> bool:
+        """True when [position, end) of the file is a hole (all zero slots, never written): the
+        wheel is a sparse file, so most of it is skipped without reading."""
+        try:
+            return os.lseek(self._fd, position, os.SEEK_DATA) >= end
+        except OSError:                     # ENXIO: no data after position
+            return True
+
     def _chunks(self, first_index: int = 0, count: int = WHEEL_SLOTS):
         """(first slot index, rows) over [first_index, first_index + count), read in bounded chunks
-        (the file's rows; `_changed` is not applied)."""
+        (the file's rows; `_changed` is not applied; holes are skipped)."""
         per_chunk = _READ_CHUNK_BYTES // SLOT_SIZE
         index = first_index
         while index < first_index + count:
             take = min(per_chunk, first_index + count - index, WHEEL_SLOTS - index)
-            data = os.pread(self._fd, take * SLOT_SIZE, index * SLOT_SIZE)
-            yield index, np.frombuffer(data, dtype=SLOT_DTYPE)
+            if not self._hole_until(index * SLOT_SIZE, (index + take) * SLOT_SIZE):
+                data = os.pread(self._fd, take * SLOT_SIZE, index * SLOT_SIZE)
+                yield index, np.frombuffer(data, dtype=SLOT_DTYPE)
             index += take
 
     def non_empty(self) -> dict[int, WheelSlot]:
@@ -173,6 +182,9 @@ class WheelFile:
             index = (first_index + done) % WHEEL_SLOTS
             count = min(limit - done, WHEEL_SLOTS - index, per_chunk)
             per_chunk = min(per_chunk * 4, _READ_CHUNK_BYTES // SLOT_SIZE)
+            if self._hole_until(index * SLOT_SIZE, (index + count) * SLOT_SIZE):
+                done += count                # zero slots: time_raw 0 is never a live time
+                continue
             rows = np.frombuffer(os.pread(self._fd, count * SLOT_SIZE, index * SLOT_SIZE),
                                  dtype=SLOT_DTYPE)
             expected = start_raw + done + np.arange(count, dtype=np.int64)
