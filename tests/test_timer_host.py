@@ -324,3 +324,46 @@ def test_a_wheel_of_the_wrong_size_refuses_the_writable_open(fixture, tmp_path):
     assert tree_fingerprint(root) == before
     with MessageStore.open(store_config(fixture, root), read_only=True) as store:
         assert store._parts.timer.state == "wheel wrong size"
+
+
+def _rewrite(properties, *, topic="T", sys_flag=0, now_ms=T0_MS, **settings):
+    from store.timer.hook import TimerHookSettings, rewrite_timer_message
+    values = dict(wheel_enabled=True, precision_ms=1000, max_delay_sec=259200,
+                  congest_num_each_slot=(1 << 31) - 1)
+    values.update(settings)
+    return rewrite_timer_message(Message(topic, b"x", queue_id=2, properties=properties,
+                                         sys_flag=sys_flag), TimerHookSettings(**values), now_ms)
+
+
+@pytest.mark.parametrize("properties, out_ms", [
+    ({"TIMER_DELAY_SEC": "2", "TIMER_DELAY_MS": "9000", "TIMER_DELIVER_MS": "1"},
+     (T0_MS + 2000) // 1000 * 1000),                                # DELAY_SEC first
+    ({"TIMER_DELAY_MS": "9000", "TIMER_DELIVER_MS": "1"}, (T0_MS + 9000) // 1000 * 1000),
+    ({"TIMER_DELIVER_MS": str(T0_MS - T0_MS % 1000 + 5000)}, T0_MS - T0_MS % 1000 + 4000),
+    ({"TIMER_DELIVER_MS": "+" + str(T0_MS + 1)}, T0_MS // 1000 * 1000),   # Long.parseLong takes "+"
+])
+def test_hook_precedence_and_rounding(properties, out_ms):
+    message = _rewrite(properties)
+    assert (message.topic, message.queue_id) == (TIMER_TOPIC, 0)
+    assert message.properties == {**properties, "TIMER_OUT_MS": str(out_ms), "REAL_TOPIC": "T",
+                                   "REAL_QID": "2"}
+
+
+@pytest.mark.parametrize("properties, topic, sys_flag", [
+    ({"TIMER_DELAY_SEC": "5"}, TIMER_TOPIC, 0),                       # a rolled timer, put as is
+    ({"TIMER_DELAY_SEC": "5"}, "T", 0x04),                            # a prepared half message
+    ({"TIMER_DELAY_SEC": "5"}, "T", 0x0C),                            # a rollback
+    ({"TIMER_DELAY_SEC": "5", "TIMER_OUT_MS": "7"}, "T", 0),          # checkIfTimerMessage's double check
+    ({"TIMER_DELIVER_MS": str(T0_MS)}, "T", 0),                       # not in the future
+    ({"TIMER_DELAY_SEC": str(1 << 62)}, "T", 0),                      # Java long overflow: the past
+    ({"user": "v"}, "T", 0),
+])
+def test_hook_leaves_alone(properties, topic, sys_flag):
+    message = _rewrite(properties, topic=topic, sys_flag=sys_flag)
+    assert message.topic == topic and message.properties == properties
+
+
+def test_hook_flow_control_is_rocketmqs_draw():
+    from store.timer.hook import is_reject
+    assert not is_reject(10, 10, lambda: 999) and is_reject(20, 10, lambda: 0)
+    assert is_reject(15, 10, lambda: 999) and not is_reject(15, 10, lambda: 0)
