@@ -60,6 +60,13 @@ class ProduceForm:
     body: bytes
     flag: int
     batch_size: int
+    transaction: str = "none"            # a key of TRANSACTIONS
+    prepared_offset: int = 0             # COMMIT / ROLLBACK: the PREPARED record's physical offset
+
+
+# MessageSysFlag.TRANSACTION_*_TYPE (bits 2-3 of SYSFLAG). A broker's EndTransactionProcessor writes
+# the COMMIT / ROLLBACK record with PREPARED TRANSACTION OFFSET = the PREPARED record's offset.
+TRANSACTIONS = {"none": 0x0, "prepared": 0x4, "commit": 0x8, "rollback": 0xC}
 
 
 def build_messages(form: ProduceForm, sequence: int = 0) -> list[Message]:
@@ -77,12 +84,24 @@ def build_messages(form: ProduceForm, sequence: int = 0) -> list[Message]:
         raise InputError("Queue id must be between 0 and 1023.")
     if not -2**31 <= form.flag < 2**31:
         raise InputError("Flag must fit a 32-bit signed integer.")
+    if form.transaction not in TRANSACTIONS:
+        raise InputError(f"Unknown transaction type {form.transaction!r}.")
+    sys_flag = TRANSACTIONS[form.transaction]
+    if sys_flag and form.batch_size != 1:
+        raise InputError("A transactional message is put alone: set the batch size to 1.")
+    if form.transaction in ("commit", "rollback"):
+        if not 0 <= form.prepared_offset < 2**63:
+            raise InputError("The prepared offset is the PREPARED record's physical offset (>= 0).")
+        prepared_offset = form.prepared_offset
+    else:
+        prepared_offset = 0
     keys = [k for k in (form.keys or "").split(" ") if k]
     props = parse_properties(form.properties_text)
     queue_id = choose_queue(form.selector, form.queue_id, form.queue_count, keys, sequence)
     tags = form.tags.strip() or None
     return [Message(topic, form.body, queue_id=queue_id, tags=tags, keys=keys, properties=props or None,
-                    flag=form.flag) for _ in range(form.batch_size)]
+                    flag=form.flag, sys_flag=sys_flag, prepared_transaction_offset=prepared_offset)
+            for _ in range(form.batch_size)]
 
 
 class LoadGenerator:

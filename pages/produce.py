@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app.paths import InputError
-from app.produce import SELECTORS, LoadGenerator, ProduceForm, build_messages
+from app.produce import SELECTORS, TRANSACTIONS, LoadGenerator, ProduceForm, build_messages
 from app.times import human_ms
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import frame, plain
@@ -14,6 +14,9 @@ store = handle.store
 if handle.read_only:
     st.warning("This store is open read-only: producing is disabled. Pick a hosted store in the "
                "sidebar (the default sample copy is hosted).")
+
+if "pr_prepared_next" in st.session_state:      # set before the widget exists in this run
+    st.session_state["pr_prepared"] = st.session_state.pop("pr_prepared_next")
 
 with st.form("produce_form"):
     c1, c2, c3 = st.columns(3)
@@ -32,12 +35,20 @@ with st.form("produce_form"):
     flag = c7.number_input("Flag", value=0, step=1, key="pr_flag")
     batch = c8.number_input("Batch size (one put of N messages)", min_value=1, max_value=256,
                             value=1, key="pr_batch")
+    c9, c10 = st.columns(2)
+    transaction = c9.selectbox("Transaction (sysFlag bits 2-3)", list(TRANSACTIONS), key="pr_tx",
+                               help="prepared 0x4, commit 0x8, rollback 0xC; a PREPARED message is "
+                                    "not dispatched to its consume queue until its COMMIT")
+    prepared_offset = c10.number_input(
+        "Prepared offset (commit / rollback)", min_value=0, step=1, key="pr_prepared",
+        help="the PREPARED record's physical offset, which the COMMIT / ROLLBACK record carries; "
+             "prefilled with the last PREPARED put of this session")
     sent = st.form_submit_button("Send", disabled=handle.read_only)
 
 if sent:
     body = body_file.getvalue() if body_file is not None else body_text.encode("utf-8")
     form = ProduceForm(topic, int(queue_id), selector, int(queue_count), tags, keys, properties_text,
-                       body, int(flag), int(batch))
+                       body, int(flag), int(batch), transaction, int(prepared_offset))
     sequence = st.session_state.get("pr_sequence", 0)
     st.session_state.pr_sequence = sequence + 1
     try:
@@ -54,6 +65,10 @@ if sent:
                 "bytes": result.wrote_bytes, "queue": messages[0].queue_id,
                 "queue offset": result.queue_offset, "store time": human_ms(result.store_timestamp),
                 "msgId": msg_id} for msg_id in (result.msg_ids or (result.msg_id,))])
+        if result.ok and transaction == "prepared":
+            st.session_state.pr_prepared_next = result.wrote_offset
+            st.info(f"PREPARED at physical offset {result.wrote_offset:,}: the prepared offset of its "
+                    f"COMMIT or ROLLBACK (filled in on the next run of the form).")
         st.session_state.pr_last = {"topic": messages[0].topic, "queue_id": messages[0].queue_id,
                                     "keys": keys, "msg_id": result.msg_id}
 
