@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import figures, overview_data, segment_figures
 from app.commitlog_data import segment_map
+from app.health_data import pointer_notes
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
 from app.ui.widgets import frame
 
@@ -45,6 +46,9 @@ def live_panel() -> None:
         st.plotly_chart(figures.rates_figure(overview_data.rates(samples)), key="overview_rates")
     with pointers_tab:
         frame(pd.DataFrame([pointers]))
+        for note in pointer_notes(store, store.checkpoint.confirm_phy_offset
+                                  if store.style == "5.x" else None):
+            st.caption(note)
     with flush_tab:
         frame(pd.DataFrame(list({**overview_data.flush_settings(store),
                                  **overview_data.status_flags(store)}.items()),

@@ -210,3 +210,13 @@ def test_index_and_health_match_the_dump(fixture, tmp_path):
     assert dump["loadOk"] and errors == 0, None if rows is None else rows.to_dict("records")
     if rows is None:
         assert [s.value for s in at.success]
+
+
+def test_overview_explains_confirm_minus_one():
+    """The Overview's pointer table shows confirm -1; the page says what it means (not an error)."""
+    at = AppTest.from_file(os.path.join(REPO_ROOT, "app", "main.py"), default_timeout=60)
+    at.run()
+    at.switch_page("../pages/overview.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("confirm offset -1: not set" in c.value for c in at.caption)
