@@ -100,6 +100,9 @@ class TimerService:
         self._thread: threading.Thread | None = None
         self._next_flush_ms = 0
         self.started = False
+        # RocketMQ's shouldRunningDequeue: set once this store delivers (started, or a round run in
+        # the caller's thread); a store only loaded and closed checkpoints as a loaded one does.
+        self.dequeue_ran = False
 
     # -- load and recovery -----------------------------------------------------------------------
 
@@ -231,6 +234,7 @@ class TimerService:
         delivered = 0
         if self.config.timer_stop_dequeue:
             return 0
+        self.dequeue_ran = True
         with self._lock:
             for _ in range(max_slots):
                 if self.curr_read_time_ms >= self.curr_write_time_ms:
@@ -341,10 +345,12 @@ class TimerService:
 
     # -- checkpoint and flush --------------------------------------------------------------------
 
-    def prepare_checkpoint(self, *, running_dequeue: bool = True) -> None:
+    def prepare_checkpoint(self, *, running_dequeue: bool | None = None) -> None:
         """`prepareTimerCheckPoint`; `running_dequeue` is RocketMQ's shouldRunningDequeue (false
-        during load, true for a started master): only then do the master offset and the
-        dataVersion (`nextVersion(0)` when the read time or queue offset moved) change."""
+        during load, `dequeue_ran` after): only then do the master offset and the dataVersion
+        (`nextVersion(0)` when the read time or queue offset moved) change."""
+        if running_dequeue is None:
+            running_dequeue = self.dequeue_ran
         fields = self.checkpoint.fields
         master = fields.master_timer_queue_offset
         version = (fields.state_version, fields.data_version_timestamp, fields.data_version_counter)
@@ -384,7 +390,7 @@ class TimerService:
     def start(self) -> None:
         if self.started:
             return
-        self.started = True
+        self.started = self.dequeue_ran = True
         self.maybe_move_write_time()
         self._thread = threading.Thread(target=self._run, name="TimerService", daemon=True)
         self._thread.start()
