@@ -16,6 +16,8 @@ Two doors, one per situation an operator is in:
 |         | scheduled messages and their state (`timer_query` builds the rows)                      |
 | `record_hex` | [5.x] a record's bytes as hex with its `__CRC32#` field marked and its property |
 |         | CRC judged (`StoreInspector.record_hex`, `raw.record_hex_views`; apache/rocketmq#9852)   |
+| `dledger_view` | `DLedgerViewsMixin` of `StoreInspector`: on a DLedger log, the 48-byte entry header |
+|         | around a record (index, term, pos, size, magic, CRCs) and the log's state             |
 | `raw`   | functions over a store *directory* that need no open store (`rmqstore dump`): records,   |
 |         | consume-queue units and index entries as the files hold them, even when the engine      |
 |         | refuses to open the store                                                               |
@@ -25,7 +27,8 @@ nothing here writes, and every walk is bounded. The UI (`app/`, `pages/`) and th
 use this package instead of the commit log, consume queues, index service or mapped files.
 
 May import: the structures (`store.commitlog`, `store.consumequeue`, `store.index`, `store.mappedfile`,
-`store.meta` for delayOffset.json, `store.timer` for the 5.x timer files),
+`store.meta` for delayOffset.json, `store.timer` for the 5.x timer files, `store.dledger` for a
+DLedger log),
 `store.check` (its raw commit-log view), `store.codec`, `store.kernel`, `store.errors`. Never the
 services, and never `store.message_store` (which builds a `StoreInspector` from its parts).
 """

@@ -23,6 +23,8 @@ the parts it is handed (no back-reference to the store) and returns plain values
 | `recovery` / `dispatch_state()`         | what recovery did; the reput pointer and its backlog     |
 | `restart_plan()`                        | what a broker restart would do after a crash (abort)     |
 | `record_hex(phy_offset)`                | [5.x] a record's hex with its `__CRC32#` field marked    |
+| `is_dledger` / `dledger_entry(offset)`  | a DLedger log: the entry header around a record          |
+| `dledger_log()` / `log_dir()`           | the DLedger log's state; the log's directory             |
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 from store import kernel
 from store.errors import StoreError
 from store.inspect.admin_views import AdminViewsMixin
+from store.inspect.dledger_view import DLedgerViewsMixin
 from store.inspect.record_hex import RecordHexView, record_hex_view
 from store.inspect.restart_plan import RestartPlanMixin
 from store.inspect.scheduled import ScheduledViewsMixin
@@ -88,7 +91,8 @@ def native(array: np.ndarray | None) -> np.ndarray | None:
     return array.astype(array.dtype.newbyteorder("="))
 
 
-class StoreInspector(AdminViewsMixin, ScheduledViewsMixin, TimerInspectMixin, RestartPlanMixin):
+class StoreInspector(AdminViewsMixin, ScheduledViewsMixin, TimerInspectMixin, RestartPlanMixin,
+                     DLedgerViewsMixin):
     """Read-only views of the parts of an opened store; see the module docstring."""
 
     def __init__(self, *, config, commit_log, consume_queues, index_service, recovery_report, reput):
