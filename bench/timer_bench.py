@@ -22,7 +22,6 @@ with a settable clock and no background services, puts N messages with `TIMER_DE
 from __future__ import annotations
 
 import json
-import os
 import resource
 import subprocess
 import sys

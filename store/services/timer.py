@@ -39,9 +39,7 @@ enqueue, dequeue and flush in turn; `run_once()` runs one round in the caller's 
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import time
 
 from store.api import Message, PutMessageStatus
 from store.codec import message as msgcodec

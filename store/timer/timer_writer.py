@@ -26,7 +26,7 @@ import numpy as np
 from store.errors import CorruptDataError
 from store.mappedfile.mapped_file import make_directories_durable
 from store.mappedfile.mapped_file_queue import MappedFileQueue
-from store.timer.codec import (BLANK_MAGIC, MIN_BLANK_LEN, SLOT_DTYPE, SLOT_SIZE,
+from store.timer.codec import (MIN_BLANK_LEN, SLOT_DTYPE, SLOT_SIZE,
                                TIMERCHECK_FILE_SIZE_BYTES, UNIT_SIZE, WHEEL_FILE_SIZE_BYTES,
                                WHEEL_SLOTS, TimerCheckpointFields, TimerLogUnit, WheelSlot,
                                decode_timercheck, encode_timercheck, pack_blank, slot_index,
