@@ -76,8 +76,10 @@ PROPERTIES: dict[str, tuple[str, str]] = {
     "redelete_hanged_file_interval": ("redeleteHangedFileInterval", "ms"),
     "clean_file_forcibly_enable": ("cleanFileForciblyEnable", "flag"),
     "delete_file_batch_max": ("deleteFileBatchMax", "files [5.x]"),
-    "enable_lmq": ("enableLmq", "flag"),
-    "enable_multi_dispatch": ("enableMultiDispatch", "flag"),
+    "enable_lmq": ("enableLmq", "flag [5.x]: puts with INNER_MULTI_DISPATCH get %LMQ% queue "
+                   "offsets (store/consumequeue/lmq.py)"),
+    "enable_multi_dispatch": ("enableMultiDispatch", "flag [5.x]: dispatch adds a unit to each "
+                              "INNER_MULTI_DISPATCH queue"),
     "max_lmq_consume_queue_num": ("maxLmqConsumeQueueNum", "queues"),
     "auto_message_version_on_topic_len": ("autoMessageVersionOnTopicLen", "flag [5.x]"),
     "enabled_append_prop_crc": ("enabledAppendPropCRC", "flag [5.x]"),

@@ -7,6 +7,7 @@ logic of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -15,6 +16,7 @@ from store.commitlog.commit_log import RecordTooLargeForSegment
 from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
 from store.commitlog.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
 from store.config import StoreConfig
+from store.consumequeue.lmq import PROPERTY_INNER_MULTI_QUEUE_OFFSET, LmqOffsets
 from store.dledger.commit_log import DLedgerCommitLog
 from store.errors import ReadOnlyStoreError, StoreClosedError
 from store.inspect.live import StoreInspector
@@ -53,6 +55,8 @@ class MessageStore(LookupsMixin):
             and not isinstance(self.commit_log, DLedgerCommitLog))
         # [5.x] the broker's put hook for timer messages (HookUtils.handleScheduleMessage).
         self._timer_hook = TimerHookSettings.from_config(cfg) if self.style == "5.x" else None
+        # enableLmq: INNER_MULTI_DISPATCH puts get their %LMQ% queue offsets (consumequeue/lmq.py).
+        self._lmq = LmqOffsets(parts.consume_queues.get_max_offset) if cfg.enable_lmq else None
         self._limits = TransferLimits(
             cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
             cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk,
@@ -189,6 +193,19 @@ class MessageStore(LookupsMixin):
             if message.topic != sent.topic and (sent.topic, sent.queue_id) not in self._noted_queues:
                 # The broker creates the topic it was sent to before the hook moves the message.
                 self._note_topic(sent.topic, sent.queue_id)
+        lmq_names = self._lmq.names_of(message.topic, message.properties) \
+            if self._lmq is not None else None
+        if lmq_names is None:
+            return self._put_one(message)
+        with self._lmq.lock:      # the offsets, in the record, in log order (wrapLmqDispatch)
+            offsets = self._lmq.assign(lmq_names)
+            result = self._put_one(dataclasses.replace(message, properties={
+                **message.properties, PROPERTY_INNER_MULTI_QUEUE_OFFSET: offsets}))
+            if result.ok:
+                self._lmq.advance(lmq_names)
+            return result
+
+    def _put_one(self, message: Message) -> PutMessageResult:
         try:
             record, draft = encode_for_put(message, self._put_settings, self.clock_ms())
         except PutRefused as refusal:

@@ -15,6 +15,7 @@ from store.check.commitlog import CommitLogView, LogScan
 from store.check.findings import Sink
 from store.codec import record_check
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, PREFILL_SIZE
+from store.consumequeue.lmq import PROPERTY_INNER_MULTI_DISPATCH, lmq_requests
 from store.mappedfile.mapped_file import parse_file_name
 
 EXT_ADDRESS_MAX = -2_147_483_649        # tagsCode <= this is a ConsumeQueueExt address (§4.6)
@@ -121,15 +122,30 @@ class UnitChecker:
         problems = []
         if size != result.size:
             problems.append(f"size {size} but the record is {result.size} bytes")
-        if request.topic != topic or request.queue_id != queue_id:
+        # An LMQ unit: the record lists this queue and offset (store/consumequeue/lmq.py).
+        lmq = (request.topic != topic or request.queue_id != queue_id) and \
+            _multi_dispatched_to(request, topic, queue_id, queue_offset)
+        if not lmq and (request.topic != topic or request.queue_id != queue_id):
             problems.append(f"the record belongs to {request.topic}/{request.queue_id}")
-        if request.consume_queue_offset != queue_offset:
+        if not lmq and request.consume_queue_offset != queue_offset:
             problems.append(f"the record's QUEUEOFFSET is {request.consume_queue_offset}")
         if tags_code != request.tags_code and tags_code > EXT_ADDRESS_MAX:
             problems.append(f"tagsCode {tags_code} but the record's tags give {request.tags_code}")
         if problems:
             sink.add_limited(f"{topic}/{queue_id} units not matching their record", "error",
                              "consumequeue", path, where, f"{label}: " + "; ".join(problems))
+
+
+def _multi_dispatched_to(request, topic: str, queue_id: int, queue_offset: int) -> bool:
+    """Whether the record's INNER_MULTI_DISPATCH / INNER_MULTI_QUEUE_OFFSET give it a unit at
+    `queue_offset` of (topic, queue_id) (with or without enableLmq's queue id 0)."""
+    properties = request.properties
+    if not properties or PROPERTY_INNER_MULTI_DISPATCH not in properties:
+        return False
+    return any((extra.topic, extra.queue_id, extra.consume_queue_offset) ==
+               (topic, queue_id, queue_offset)
+               for enable_lmq in (True, False)
+               for extra in lmq_requests(request, properties, enable_lmq=enable_lmq))
 
 
 def check_file_queues(root_dir: str, cq_file_size_bytes: int, view: CommitLogView, scan: LogScan,

@@ -44,6 +44,7 @@ from store.api import GetMessageResult, GetMessageStatus
 from store.codec.cq_unit import CQ_UNIT_DTYPE
 from store.codec.javahash import java_string_hash
 from store.codec.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, decode_message
+from store.consumequeue.lmq import record_lists_unit
 from store.commitlog.read_plan import (
     TransferLimits, _is_batch_full, _plan_scan, _plan_unfiltered, _plan_window, _unit_struct,
 )
@@ -169,6 +170,8 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
         next_file_offset = queue_offset + units_per_cq_file - queue_offset % units_per_cq_file
         return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, next_file_offset, min_offset, max_offset)
     count = len(data) // CQ_UNIT_SIZE
+    more = (lambda: _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
+                                full_units, max_offset)) if full_units > window_units else None
     if hash_codes is None and 0 < count <= SMALL_WINDOW_UNITS:
         # The common pull (no filter, a few dozen units): plain tuples beat numpy's per-call cost.
         values = _unit_struct(count).unpack(data)
@@ -186,15 +189,11 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
                                checked_topic)
                 if found is not None:
                     return found
-            if full_units > window_units:    # the loop goes on past unreadable units
-                data = _more_units(pull_window, consume_queues, topic, queue_id,
-                                   queue_offset, full_units, max_offset) or data
+            data = (more() or data) if more is not None else data   # past unreadable units
             return _scan_sequentially(
                 commit_log, np.frombuffer(data, CQ_UNIT_DTYPE), queue_offset, max_msg_nums,
                 tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
                 commit_log_max, in_memory_bytes, verify=(topic, queue_id))
-    more = (lambda: _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
-                                full_units, max_offset)) if full_units > window_units else None
     return _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_msg_nums,
                          tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
                          commit_log_max, in_memory_bytes, trusted, more)
@@ -334,7 +333,8 @@ def _wrong_record(raw, topic: str, queue_id: int, queue_offset: int, phy_offset:
         got_queue_id, got_offset = _QUEUE_FIELDS.unpack_from(raw)
     except struct.error:
         got_topic, got_queue_id, got_offset = None, None, None
-    if got_topic == topic.encode() and got_queue_id == queue_id and got_offset == queue_offset:
+    if got_topic == topic.encode() and got_queue_id == queue_id and got_offset == queue_offset or \
+            record_lists_unit(raw, topic, queue_id, queue_offset):      # an LMQ unit
         return None
     where = f"unit {queue_offset} of {topic}/{queue_id} points at commit log offset {phy_offset}"
     if got_topic is None:

@@ -68,9 +68,12 @@ def _legal_topic(request: DispatchRequest) -> bool:
 class ConsumeQueueDispatcher:
     """CommitLogDispatcherBuildConsumeQueue: NOT/COMMIT records get a consume-queue unit."""
 
-    def __init__(self, consume_queues, on_written: Callable[[int], None] | None = None):
+    def __init__(self, consume_queues, on_written: Callable[[int], None] | None = None,
+                 multi_dispatch=None):
         self.consume_queues = consume_queues
         self.on_written = on_written
+        # enableMultiDispatch: requests -> the LMQ units of those records (store.consumequeue.lmq)
+        self.multi_dispatch = multi_dispatch
 
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None:
         legal = _LEGAL_TOPICS
@@ -79,6 +82,10 @@ class ConsumeQueueDispatcher:
         if not queued:
             return
         self.consume_queues.put_units(queued)
+        if self.multi_dispatch is not None:      # after the records' own units, as RocketMQ
+            extra = [r for r in self.multi_dispatch(queued) if r.topic in legal or _legal_topic(r)]
+            if extra:
+                self.consume_queues.put_units(extra)
         if self.on_written is not None:
             self.on_written(queued[-1].store_timestamp)
 
@@ -201,10 +208,11 @@ class ReputService:
     def _uncovered(self, buf, rows, *, may_index_directly: bool):
         """The rows that still need dispatch requests (`store.services.redispatch`): rows every
         built-in dispatcher already has are dropped, rows only the index lacks may be indexed
-        directly. With any other dispatcher, every row gets a request."""
+        directly. With any other dispatcher (or multi-dispatch: RocketMQ adds the LMQ units of a
+        record whose own unit exists), every row gets a request."""
         queues = index = queue_dispatcher = None
         for dispatcher in self.dispatchers:
-            if type(dispatcher) is ConsumeQueueDispatcher:
+            if type(dispatcher) is ConsumeQueueDispatcher and dispatcher.multi_dispatch is None:
                 queues = dispatcher.consume_queues
                 queue_dispatcher = dispatcher
             elif type(dispatcher) is IndexDispatcher:

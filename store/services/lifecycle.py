@@ -12,6 +12,7 @@ import logging
 import threading
 
 from store.api import PutMessageStatus
+from store.consumequeue.lmq import MultiDispatcher
 from store.meta.lockfile import create_abort, delete_abort
 from store.recovery.commitlog_recovery import WALK_BLANK, WALK_RECORD, WALK_ROWS, rows_end, walk_log
 from store.recovery.loader import rebuild_queue_offset_table
@@ -40,7 +41,10 @@ class StoreServices:
         cfg = parts.config
         self.sync_flush = cfg.flush_disk_type == "SYNC_FLUSH"
         self.hold = PullRequestHoldService()
-        dispatchers = [ConsumeQueueDispatcher(parts.consume_queues, on_written=self._on_cq_written)]
+        multi = MultiDispatcher(parts.commit_log.read, enable_lmq=cfg.enable_lmq) \
+            if cfg.enable_multi_dispatch else None          # [5.x] LMQ units (enableMultiDispatch)
+        dispatchers = [ConsumeQueueDispatcher(parts.consume_queues, on_written=self._on_cq_written,
+                                              multi_dispatch=multi)]
         if cfg.message_index_enable and parts.index_service is not None:
             dispatchers.append(IndexDispatcher(parts.index_service))
         self.reput = ReputService(parts.commit_log, dispatchers)
