@@ -7,13 +7,23 @@ from app import figures
 from app.commitlog_data import browse_records, segment_map, snap_to_record
 from app.hexview import annotate_record, check_record, hex_rows, record_body
 from app.paths import parse_int
+from app.record_views import (combined_fields, crc_hex_text, crc_shown, crc_summary, entry_checks,
+                              entry_hex_rows, with_entry_columns)
 from app.ui.state import EXPECTED_ERRORS, current_handle, user_error
-from app.ui.widgets import body_viewer, frame
+from app.ui.widgets import body_viewer, frame, plain, say
 
 st.title("CommitLog")
 handle = current_handle()
 store = handle.store
 
+dledger = store.inspect.dledger_log()
+if dledger is not None:
+    say("info", "A DLedger log (enableDLegerCommitLog): the segments are the data files of {}, and "
+        "each record sits in an entry with a 48-byte header (index, term, pos, size, magic, CRCs); "
+        "a record's physical offset is its entry's pos + 48. Ledger entries {} … {}, committed up "
+        "to index {} (pos {}), term {}.", dledger.data_dir, dledger.ledger_begin_index,
+        dledger.ledger_end_index, dledger.committed_index, dledger.committed_pos,
+        dledger.current_term)
 segments = segment_map(store, handle.segment_cache)
 st.plotly_chart(figures.segment_fill_figure(segments), key="cl_fill")
 frame(pd.DataFrame([{**s.__dict__, "fill_%": round(100 * s.fill_ratio, 1)} for s in segments]))
@@ -50,7 +60,7 @@ except EXPECTED_ERRORS as error:
     user_error(error)
     rows, next_offset = [], st.session_state.cl_start
 st.caption(f"From {st.session_state.cl_start:,}; the next page starts at {next_offset:,}.")
-frame(pd.DataFrame(rows))
+frame(pd.DataFrame(with_entry_columns(store, rows) if dledger is not None else rows))
 
 st.header("One record, byte by byte")
 record_offsets = [r["phy_offset"] for r in rows if r.get("kind") == "RECORD"]
@@ -69,10 +79,36 @@ if record_offsets:
         c2.metric("msgId", check.msg_id[:16] + "…")
         c3.metric("msgId decodes to", f"{check.msg_id_host} @ {check.msg_id_phy_offset:,}")
         st.text(f"msgId {check.msg_id}")
-        frame(pd.DataFrame([f.__dict__ for f in fields]))
+        entry = store.inspect.dledger_entry(chosen)
+        if entry is not None:
+            st.subheader("DLedger entry header")
+            frame(pd.DataFrame([{"file": entry.file_name, "position": entry.position,
+                                 **entry.as_row()}]))
+            frame(pd.DataFrame(entry_checks(entry, len(raw), chosen)))
+        crc_view = store.inspect.record_hex(chosen)
+        if crc_shown(store.config, crc_view):
+            st.subheader(plain("Property CRC (__CRC32#)"))
+            st.metric(plain("__CRC32#"), "OK" if crc_view.ok else "MISMATCH")
+            frame(pd.DataFrame([crc_summary(crc_view)]))
+            if not crc_view.ok:
+                st.caption("The record's bytes, its CRC field marked (^^ the 10 digits, -- the "
+                           "name and separators):")
+                st.code(crc_hex_text(crc_view), language=None)
+        frame(pd.DataFrame(combined_fields(entry, fields) if entry is not None
+                           else [f.__dict__ for f in fields]))
         st.subheader("Hex dump")
-        frame(pd.DataFrame(hex_rows(raw, fields, chosen)))
+        frame(pd.DataFrame(entry_hex_rows(entry, raw, fields) if entry is not None
+                           else hex_rows(raw, fields, chosen)))
         st.subheader("Body")
         body_viewer(record_body(raw), "cl_body")
 else:
     st.caption("No records on this page.")
+
+end_view = store.inspect.record_hex(bounds["max_phy_offset"])
+if crc_shown(store.config, end_view) and not end_view.ok:
+    st.header("The record where the log ends")
+    say("warning", "Recovery ended the log at {}: the record there fails its property CRC ({}). "
+        "A writable open would cut it and every record after it.", f"{end_view.phy_offset:,}",
+        end_view.reason)
+    frame(pd.DataFrame([crc_summary(end_view)]))
+    st.code(crc_hex_text(end_view), language=None)
