@@ -111,7 +111,18 @@ def status_flags(store) -> dict[str, str]:
                          f"stopped: {report.stop_reason or '-'}",
         "dispatch backlog": f"{store.dispatch_behind_bytes():,} bytes",
         "earliest message time": earliest_time_text(store),
+        "log": log_text(store),
     }
+
+
+def log_text(store) -> str:
+    """Which log the store keeps: `commitlog/`, or DLedger's data files and its ledger state."""
+    dledger = store.inspect.dledger_log()
+    if dledger is None:
+        return f"commit log in {store.inspect.log_dir()}"
+    return (f"DLedger log in {dledger.data_dir} (member {dledger.self_id}): entries "
+            f"{dledger.ledger_begin_index}..{dledger.ledger_end_index}, committed index "
+            f"{dledger.committed_index} at pos {dledger.committed_pos:,}, term {dledger.current_term}")
 
 
 def earliest_time_text(store) -> str:

@@ -18,6 +18,7 @@ from app.commitlog_data import segment_map
 from app.store_config import resolve_config
 from store.codec import record_check
 from store.codec.checkpoint_codec import decode_checkpoint
+from store.errors import CorruptDataError
 from store.message_store import MessageStore
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,22 +65,25 @@ def last_record(root: str, properties_path: str | None) -> tuple[int, int] | Non
         return (start, size) if size else None
 
 
-def _segment_path(root: str, config, phy_offset: int) -> tuple[str, int]:
-    segment = config.mapped_file_size_commit_log
-    file_from = phy_offset - phy_offset % segment
-    return os.path.join(config.commit_log_dir, f"{file_from:020d}"), phy_offset - file_from
+def _segment_path(root: str, properties_path: str | None, phy_offset: int) -> tuple[str, int]:
+    """(file, position) of `phy_offset`: a `commitlog/` segment, or a DLedger data file (where a
+    record sits at the same file and position, inside its entry)."""
+    with MessageStore.open(resolve_config(root, properties_path).config, read_only=True) as store:
+        segment = store.inspect.segment_holding(phy_offset)
+    if segment is None:
+        raise CorruptDataError(root, phy_offset, "no segment file holds this physical offset")
+    return segment.path, phy_offset - segment.file_from_offset
 
 
 def damage(root: str, properties_path: str | None, kind: str) -> str:
     """Damage the last record on disk; returns a sentence saying what was done."""
     if kind == "none":
         return "no damage applied"
-    config = resolve_config(root, properties_path).config
     found = last_record(root, properties_path)
     if found is None:
         return "no record to damage"
     phy_offset, size = found
-    path, position = _segment_path(root, config, phy_offset)
+    path, position = _segment_path(root, properties_path, phy_offset)
     with open(path, "r+b") as handle:
         if kind == "tear the last record":
             handle.seek(position + size // 2)

@@ -14,6 +14,11 @@ registry = get_registry()
 st.write("The lab never touches the store you are looking at: it copies it to a scratch directory, "
          "runs a child process that puts messages and dies without a clean shutdown, optionally "
          "damages the last record, and then opens the copy with the engine so recovery runs.")
+if handle.store.inspect.is_dledger:
+    st.caption("This store keeps a DLedger log (no commitlog/): the child appends entries as the "
+               "group's only member, the damage hits the RocketMQ record inside the last entry, and "
+               "recovery is DLedger's entry walk followed by RocketMQ's repair of the queues. A group "
+               "of several members cannot append without a quorum: the child then fails and says so.")
 
 with st.form("lab_form"):
     c1, c2 = st.columns(2)
