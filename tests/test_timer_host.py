@@ -367,3 +367,37 @@ def test_hook_flow_control_is_rocketmqs_draw():
     from store.timer.hook import is_reject
     assert not is_reject(10, 10, lambda: 999) and is_reject(20, 10, lambda: 0)
     assert is_reject(15, 10, lambda: 999) and not is_reject(15, 10, lambda: 0)
+
+
+def test_timer_log_files_behind_the_commit_log_expire(tmp_path):
+    """deleteExpiredFileByOffsetForTimerLog: every 30 s, timer-log files (never the last) whose last
+    unit points below the commit log's first offset are deleted."""
+    clock = Clock(T0_MS)
+    cfg = StoreConfig(store_path_root_dir=str(tmp_path / "store"), store_format="5.x",
+                      mapped_file_size_commit_log=65536, mapped_file_size_timer_log=4096)
+    store = MessageStore.open(cfg, clock_ms=clock, start_services=False)
+    try:
+        for n in range(600):
+            assert store.put_message(Message("Real", b"%d" % n + b"." * 100, queue_id=n % 2,
+                                             properties={"TIMER_DELAY_MS": "1500"})).ok
+        _step(store)
+        timer_log = store.services.timer.timer_log
+        files_before = len(timer_log.queue.files)
+        clock.now_ms += 3_000
+        while _step(store):
+            pass
+        assert all(store.get_message("g", "Real", q, 0).max_offset == 300 for q in (0, 1))
+        assert store.clean_expired_files(force=True).commit_log_files_deleted > 0
+        low = store.commit_log.min_offset()
+        assert low > 0 and files_before > 2
+        clock.now_ms += 31_000
+        _step(store)
+        kept = timer_log.queue.files
+        assert 0 < len(kept) < files_before
+        for mapped in kept[:-1]:
+            last = timer_log.unit_at(mapped.file_from_offset + 3_952)
+            assert last.offset_py >= low
+        # Chains into the deleted files are expired, not broken.
+        assert _timer_findings(store) == []
+    finally:
+        store.close()

@@ -10,7 +10,8 @@ What is checked, on the files as they are (read-only, `store.timer`), with Rocke
 |                     | a timer-log file of the wrong size, files after the log's end                 |
 | timer log           | an invalid unit before the end (error: recovery cuts the log there)           |
 | timercheck          | lastTimerLogFlushPos past the log's end (error: flushed units were lost)      |
-| units               | prev_pos to no unit or to a unit of another slot (broken chain); a record     |
+| units               | prev_pos to no unit or to a unit of another slot (broken chain; into a file   |
+|                     | deleted as expired is not); a record                                          |
 |                     | past the commit log's end (apache/rocketmq#10668: dequeue waits on it); a      |
 |                     | record that is not a `rmq_sys_wheel_timer` record of size sizePy               |
 | slots               | a slot at the wrong index, last_pos not a unit of its time, a chain that does |
@@ -130,7 +131,9 @@ def _check_units(files, view, log_min: int, log_end: int, sink: Sink, limit: int
         path = os.path.join(files.timer_log_dir, log.file_name_of(pos))
         position = pos % log.file_size_bytes
         prev = int(units["prev_pos"][i])
-        if prev != -1:
+        if prev != -1 and prev < _first_offset(log):
+            pass        # into a file deleted as expired (deleteExpiredFileByOffsetForTimerLog)
+        elif prev != -1:
             j = log.index_of(prev)
             if j < 0 or prev >= pos:
                 sink.add_limited("timer broken chain", "error", COMPONENT, path, position + 4,
@@ -163,13 +166,21 @@ def _check_units(files, view, log_min: int, log_end: int, sink: Sink, limit: int
                              f"of {TIMER_TOPIC}) but finds {what}")
 
 
+def _first_offset(log) -> int:
+    """Where the timer log's first file starts: units before it were in files deleted as expired."""
+    return log.files[0].file_from_offset if log.files else 0
+
+
 def _chain(log, last_pos: int, bound: int):
-    """Positions from `last_pos` back along prev_pos: (positions, end), end = "ok", "not a unit"
-    (the position reached is not a unit) or "loop"."""
+    """Positions from `last_pos` back along prev_pos: (positions, end), end = "ok", "expired" (the
+    rest of the chain was in timer-log files deleted as expired), "not a unit" (the position reached
+    is not a unit) or "loop"."""
     seen, pos = [], last_pos
     for _ in range(bound + 1):
         if pos == -1:
             return seen, "ok"
+        if pos < _first_offset(log):
+            return seen, "expired"
         i = log.index_of(pos)
         if i < 0:
             return seen, "not a unit"
@@ -203,11 +214,13 @@ def _check_slots(files, sink: Sink, limit: int) -> None:
                                                                             slot.last_pos)
         if repaired:
             disk_chain, disk_end = _chain(log, disk.last_pos, bound)
-            if disk_end != "ok" or not set(disk_chain) <= set(chain):
+            if disk_end not in ("ok", "expired") or not set(disk_chain) <= set(chain):
                 sink.add_limited("timer slot", "error", COMPONENT, files.wheel_path, position + 8,
                                  f"{where} on disk: first_pos {disk.first_pos}, last_pos "
                                  f"{disk.last_pos} do not match its chain in the log (corrupted "
                                  f"slot; recovery rewrites it to {slot.first_pos}..{slot.last_pos})")
+        if end == "expired":
+            continue    # the slot's older units went with an expired file: RocketMQ reads what is left
         if end != "ok":
             sink.add_limited("timer slot", "error", COMPONENT, files.wheel_path, position + 16,
                              f"{where}: its chain from last_pos {slot.last_pos} reaches {end} after "

@@ -23,17 +23,16 @@ The put hook (`store.timer.hook`) stores a timer message in `rmq_sys_wheel_timer
   queue (a roll back to `rmq_sys_wheel_timer`) with the body, flag, sysFlag, born time and host,
   store host and reconsume times of the timer record, without waiting for a flush;
 * **flush** every `timerFlushIntervalMs` (`TimerFlushService`): `prepareTimerCheckPoint`, the timer
-  log's flush, the wheel's changed slots, `config/timercheck`, `config/timermetrics`;
+  log's flush, the wheel's changed slots, `config/timercheck`, `config/timermetrics`; every 30 s the
+  timer-log files whose last unit's record is below the commit log's minimum are deleted;
 * **shutdown** (`TimerMessageStore.shutdown`): checkpoint prepared, timer log flushed, timercheck
   flushed; the wheel is *not* flushed (RocketMQ's `timerWheel.shutdown(false)`): recovery revises it
   from the timer log.
 
-Differences, all on the safe side: a delivery refused for a retryable reason (disk full) keeps the
-read time at that slot and is retried (RocketMQ drops it after 3 tries unless
-`timerEnableRetryUntilSuccess`); a timer record whose REAL_TOPIC / REAL_QID cannot be used is logged
-and skipped (RocketMQ's thread stalls on it). Not done: the 30 s timer-log expiry
-(`deleteExpiredFileByOffsetForTimerLog`), the metrics revision pass, slave enqueue. One thread does
-enqueue, dequeue and flush in turn; `run_once()` runs one round in the caller's thread (tests).
+Differences: a delivery refused for a retryable reason (disk full) keeps the read time at that slot
+(RocketMQ drops it after 3 tries unless `timerEnableRetryUntilSuccess`); a timer record whose
+REAL_TOPIC / REAL_QID cannot be used is logged and skipped (RocketMQ's thread stalls on it). Not done: the metrics revision pass, slave enqueue.
+One thread does enqueue, dequeue and flush in turn; `run_once()` runs one round in the caller's thread.
 """
 
 from __future__ import annotations
@@ -59,6 +58,7 @@ log = logging.getLogger(__name__)
 NEVER_ENQUEUED_MS = (1 << 63) - 1          # TIMER_ENQUEUE_MS of a timer delivered at enqueue
 UNITS_PER_ENQUEUE = 256                    # consume-queue units read per enqueue round
 MAX_SLOTS_PER_ROUND = 64                   # slots one dequeue round may deliver (a bound)
+EXPIRE_INTERVAL_MS = 30_000                # deleteExpiredFileByOffsetForTimerLog's period
 NO_WAIT = (Message(TIMER_TOPIC, b"", properties={"WAIT": "false"}),)
 
 
@@ -96,7 +96,7 @@ class TimerService:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._next_flush_ms = 0
+        self._next_flush_ms = self._next_expire_ms = 0
         self.started = False
         # RocketMQ's shouldRunningDequeue: set once this store delivers (started, or a round run in
         # the caller's thread); a store only loaded and closed checkpoints as a loaded one does.
@@ -378,9 +378,13 @@ class TimerService:
             while self.enqueue_once():
                 pass
             delivered = self.dequeue_once()
-            if self.clock_ms() >= self._next_flush_ms:
+            now_ms = self.clock_ms()
+            if now_ms >= self._next_flush_ms:
                 self.flush()
-                self._next_flush_ms = self.clock_ms() + self.config.timer_flush_interval_ms
+                self._next_flush_ms = now_ms + self.config.timer_flush_interval_ms
+            if now_ms >= self._next_expire_ms:       # every 30 s, as RocketMQ's scheduler
+                self.timer_log.delete_expired(self.commit_log.min_offset())
+                self._next_expire_ms = now_ms + EXPIRE_INTERVAL_MS
             return delivered
 
     # -- thread ----------------------------------------------------------------------------------

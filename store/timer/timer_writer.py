@@ -29,8 +29,8 @@ from store.mappedfile.mapped_file_queue import MappedFileQueue
 from store.timer.codec import (MIN_BLANK_LEN, SLOT_DTYPE, SLOT_SIZE,
                                TIMERCHECK_FILE_SIZE_BYTES, UNIT_SIZE, WHEEL_FILE_SIZE_BYTES,
                                WHEEL_SLOTS, TimerCheckpointFields, TimerLogUnit, WheelSlot,
-                               decode_timercheck, encode_timercheck, pack_blank, slot_index,
-                               unpack_unit)
+                               decode_timercheck, encode_timercheck, is_magic_ok, pack_blank,
+                               slot_index, unpack_unit)
 from store.timer.timer_log import timer_log_dir
 from store.timer.timer_wheel import timercheck_path, wheel_path
 
@@ -244,6 +244,22 @@ class TimerLogWriter:
         if position + UNIT_SIZE > self.file_size_bytes:
             return None
         return unpack_unit(mapped.buffer, position, pos=pos)
+
+    def delete_expired(self, min_phy_offset: int) -> int:
+        """`deleteExpiredFileByOffsetForTimerLog`: every file but the last whose last unit slot
+        (`getOffsetForLastUnit`) holds a valid unit pointing below `min_phy_offset` (the commit
+        log's first offset) is deleted; returns how many."""
+        size = self.file_size_bytes
+        check = size - (size - MIN_BLANK_LEN) % UNIT_SIZE - MIN_BLANK_LEN - UNIT_SIZE
+        victims = []
+        for mapped in list(self.queue.files)[:-1]:
+            unit = unpack_unit(mapped.buffer, check, pos=mapped.file_from_offset + check)
+            if unit.size == UNIT_SIZE and is_magic_ok(unit.magic) and \
+                    unit.offset_py < min_phy_offset:
+                victims.append(mapped)
+        if victims:
+            self.queue.delete_files(victims)
+        return len(victims)
 
     def truncate(self, offset: int) -> None:
         """`truncateDirtyFiles(offset)`: later files deleted, the last one cut at `offset`."""
