@@ -118,7 +118,7 @@ class TimerService:
         self.wheel.set_slots(state.slots)
         self.curr_queue_offset = self.commit_queue_offset = state.curr_queue_offset
         self.curr_read_time_ms = self.commit_read_time_ms = state.curr_read_time_ms
-        self.recovery = state
+        self.recovery, self._next_expire_ms = state, self.clock_ms() + EXPIRE_INTERVAL_MS   # 30 s
         self.prepare_checkpoint(running_dequeue=False)
 
     def _queue_offset_of(self, offset_py: int, size_py: int):
