@@ -31,8 +31,9 @@ The put hook (`store.timer.hook`) stores a timer message in `rmq_sys_wheel_timer
 
 Differences: a delivery refused for a retryable reason (disk full) keeps the read time at that slot
 (RocketMQ drops it after 3 tries unless `timerEnableRetryUntilSuccess`); a timer record whose
-REAL_TOPIC / REAL_QID cannot be used is logged and skipped (RocketMQ's thread stalls on it). Not done: the metrics revision pass, slave enqueue.
-One thread does enqueue, dequeue and flush in turn; `run_once()` runs one round in the caller's thread.
+REAL_TOPIC / REAL_QID cannot be used is logged and skipped (RocketMQ's thread stalls on it). Not
+done: the metrics revision pass, slave enqueue. One thread does enqueue, dequeue and flush in turn;
+`run_once()` runs one round in the caller's thread.
 """
 
 from __future__ import annotations
@@ -90,8 +91,7 @@ class TimerService:
         self.curr_queue_offset = self.commit_queue_offset = 0
         self._last_commit = (None, None)
         self.recovery = None
-        self.delivered_messages = 0
-        self.enqueued_units = 0
+        self.delivered_messages = self.enqueued_units = 0
         self.last_error: str | None = None
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -337,9 +337,9 @@ class TimerService:
         return 1
 
     def _error(self, reason: str) -> None:
-        if self.last_error != reason:
+        if self.last_error != reason:   # once per new reason
             log.error("timer: %s", reason)
-        self.last_error = reason
+            self.last_error = reason
 
     # -- checkpoint and flush --------------------------------------------------------------------
 

@@ -2,27 +2,27 @@
 and `transformTimerMessage`). Pure: no I/O; the wheel's slot count comes in as a callable.
 
 Only single puts: the broker registers the hook for `MessageExtBrokerInner`, and a batch
-(`MessageExtBatch`) is stored as sent. A message whose transaction type is NOT_TYPE or COMMIT, whose topic is not `rmq_sys_wheel_timer`
-(a rolled timer is put as is), and which carries `TIMER_DELIVER_MS`, `TIMER_DELAY_SEC` or
-`TIMER_DELAY_MS` (`checkIfTimerMessage`):
+(`MessageExtBatch`) is stored as sent. A message whose transaction type is NOT_TYPE or COMMIT, whose
+topic is not `rmq_sys_wheel_timer` (a rolled timer is put as is), and which carries
+`TIMER_DELIVER_MS`, `TIMER_DELAY_SEC` or `TIMER_DELAY_MS` (`checkIfTimerMessage`):
 
-| case                                           | outcome                                         |
-|------------------------------------------------|-------------------------------------------------|
-| a `DELAY` level > 0 too                        | the three timer properties are dropped; the delay level applies |
-| `TIMER_OUT_MS` already set                     | not a timer message (put as is)                 |
-| `timerWheelEnable=false`                       | refused: WHEEL_TIMER_NOT_ENABLE                  |
-| the property is not a Java long                | refused: WHEEL_TIMER_MSG_ILLEGAL                 |
-| deliver time <= now, with `TIMER_DEL_UNIQKEY`  | refused: WHEEL_TIMER_MSG_ILLEGAL                 |
-| deliver time <= now                            | put unchanged in its own topic                   |
-| deliver time - now > `timerMaxDelaySec` x 1000 | refused: WHEEL_TIMER_MSG_ILLEGAL                 |
-| the slot holds too many timers (`isReject`)    | refused: WHEEL_TIMER_FLOW_CONTROL                |
-| else                                           | rewritten (below)                               |
+| case                                           | outcome                                        |
+|------------------------------------------------|------------------------------------------------|
+| a `DELAY` level > 0 too                        | timer properties dropped; the level applies    |
+| `TIMER_OUT_MS` already set                     | not a timer message (put as is)                |
+| `timerWheelEnable=false`                       | refused: WHEEL_TIMER_NOT_ENABLE                |
+| the property is not a Java long                | refused: WHEEL_TIMER_MSG_ILLEGAL               |
+| deliver time <= now, with `TIMER_DEL_UNIQKEY`  | refused: WHEEL_TIMER_MSG_ILLEGAL               |
+| deliver time <= now                            | put unchanged in its own topic                 |
+| deliver time - now > `timerMaxDelaySec` x 1000 | refused: WHEEL_TIMER_MSG_ILLEGAL               |
+| the slot holds too many timers (`isReject`)    | refused: WHEEL_TIMER_FLOW_CONTROL              |
+| else                                           | rewritten (below)                              |
 
 The deliver time is `TIMER_DELAY_SEC` x 1000 + now, else `TIMER_DELAY_MS` + now, else
 `TIMER_DELIVER_MS` (that precedence; Java long arithmetic, so an overflow wraps). The rewrite adds
-`TIMER_OUT_MS` = the deliver time rounded down to `timerPrecisionMs`, one step less when it is an exact
-multiple; then `REAL_TOPIC` and `REAL_QID`; topic `rmq_sys_wheel_timer`, queue 0. The timer property
-itself stays (the 5.3.3 timer-clean fixture: all three kinds, `TIMER_DELAY_MS` included).
+`TIMER_OUT_MS` = the deliver time rounded down to `timerPrecisionMs`, one step less when it is an
+exact multiple; then `REAL_TOPIC` and `REAL_QID`; topic `rmq_sys_wheel_timer`, queue 0. The timer
+property itself stays (the 5.3.3 timer-clean fixture: all three kinds, `TIMER_DELAY_MS` included).
 """
 
 from __future__ import annotations
