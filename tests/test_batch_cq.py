@@ -1,0 +1,163 @@
+"""Batch consume queue (rocketmq-all-5.3.3 `BatchConsumeQueue`): the 46-byte unit and one queue.
+
+No real store with batch units exists among the fixtures: the unit is checked byte by byte against
+the layout the source's class comment and `putBatchMessagePositionInfo` define (phy offset 8, size 4,
+tags code 8, store time 8, msgBaseOffset 8, batchSize 2, compactedOffset 4 written as -1, reserved 4
+written as 0), and the queue's answers against the rules quoted in store/consumequeue/batch/.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from store.codec.batch_cq_unit import (BATCH_CQ_UNIT_SIZE, DEFAULT_FILE_SIZE_BYTES, BatchCqUnit,
+                                       decode_batch_unit, encode_batch_unit)
+from store.consumequeue.batch.batch_queue import BatchConsumeQueue
+from store.consumequeue.batch.topic_type import cq_type, is_batch_cq
+from store.errors import ConfigError, CorruptDataError
+
+
+def _field(value: int, size: int) -> bytes:
+    return value.to_bytes(size, "big", signed=True)
+
+
+def test_unit_bytes_as_the_source_lays_them_out():
+    unit = BatchCqUnit(0x0102030405060708, 0x11223344, -5, 1_700_000_000_123, 4096, 300)
+    raw = encode_batch_unit(unit)
+    assert len(raw) == 46 == BATCH_CQ_UNIT_SIZE
+    assert raw == (_field(0x0102030405060708, 8) + _field(0x11223344, 4) + _field(-5, 8) +
+                   _field(1_700_000_000_123, 8) + _field(4096, 8) + _field(300, 2) +
+                   b"\xff\xff\xff\xff" + bytes(4))
+    assert raw[12:20] == _field(-5, 8)              # MSG_TAG_OFFSET_INDEX
+    assert raw[20:28] == _field(1_700_000_000_123, 8)   # MSG_STORE_TIME_OFFSET_INDEX
+    assert raw[28:36] == _field(4096, 8)            # MSG_BASE_OFFSET_INDEX
+    assert raw[36:38] == _field(300, 2)             # MSG_BATCH_SIZE_INDEX
+    assert raw[38:42] == _field(-1, 4)              # MSG_COMPACT_OFFSET_INDEX: INVALID_POS
+    assert DEFAULT_FILE_SIZE_BYTES == 300000 * 46   # mapperFileSizeBatchConsumeQueue
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(1, 2**31 - 1), st.integers(-2**63, 2**63 - 1),
+       st.integers(0, 2**63 - 1), st.integers(0, 2**62), st.integers(1, 2**15 - 1))
+def test_unit_round_trip(phy, size, tags, store_ts, base, batch):
+    unit = BatchCqUnit(phy, size, tags, store_ts, base, batch)
+    assert decode_batch_unit(encode_batch_unit(unit)) == unit
+
+
+def test_bad_input():
+    with pytest.raises(CorruptDataError):
+        decode_batch_unit(bytes(45))
+    with pytest.raises(ValueError):
+        encode_batch_unit(BatchCqUnit(0, 1, 0, 0, 0, 1 << 15))     # batchSize is a short
+
+
+@pytest.mark.parametrize("attributes, kind", [(None, "SimpleCQ"), ({}, "SimpleCQ"),
+                                              ({"queue.type": "BatchCQ"}, "BatchCQ"),
+                                              ({"other": "x"}, "SimpleCQ")])
+def test_queue_type_attribute(attributes, kind):
+    assert cq_type(attributes) == kind
+    assert is_batch_cq(attributes) == (kind == "BatchCQ")
+
+
+def test_unknown_queue_type_is_named():
+    with pytest.raises(ValueError, match="queue.type='Nope'"):
+        cq_type({"queue.type": "Nope"})
+
+
+FILE_UNITS = 4
+
+
+def _queue(tmp_path, read_only=False):
+    queue = BatchConsumeQueue(os.path.join(tmp_path, "batchconsumequeue", "B", "0"), "B", 0,
+                              FILE_UNITS * BATCH_CQ_UNIT_SIZE, read_only=read_only)
+    queue.load()
+    return queue
+
+
+def _fill(queue, batches):
+    """One unit per record: record k at phy 1000 * (k + 1), batch sizes from `batches`."""
+    base = 0
+    units = []
+    for k, batch in enumerate(batches):
+        unit = BatchCqUnit(1000 * (k + 1), 500, k, 1_700_000_000_000 + k, base, batch)
+        assert queue.put(unit)
+        units.append(unit)
+        base += batch
+    return units
+
+
+def _expected_unit(units, offset):
+    for unit in units:
+        if unit.msg_base_offset <= offset < unit.end_queue_offset:
+            return unit
+    return None
+
+
+def test_lookup_min_max_put_and_recover(tmp_path):
+    batches = [3, 1, 5, 2, 7, 1, 1, 4, 2, 6]          # 10 units: 3 files of 4 units
+    queue = _queue(tmp_path)
+    assert (queue.min_offset(), queue.max_offset()) == (-1, 0)
+    units = _fill(queue, batches)
+    total = sum(batches)
+    assert (queue.min_offset(), queue.max_offset()) == (0, total)
+    assert not queue.put(units[3])                    # a record at or below the last: skipped
+    for offset in range(total):
+        got = queue.get_unit(offset)
+        assert got is not None and got.phy_offset == _expected_unit(units, offset).phy_offset
+        assert got.compacted_offset == -1
+    assert queue.get_unit(total) is None
+    assert len(queue.mapped_files.files) == 3
+    queue.close()
+    reopened = _queue(tmp_path)
+    assert reopened.recover() == units[-1].phy_offset
+    assert (reopened.min_offset(), reopened.max_offset()) == (0, total)
+    assert reopened.get_unit(total - 1).phy_offset == units[-1].phy_offset
+    reopened.close()
+
+
+def test_recovery_stops_at_the_first_invalid_unit(tmp_path):
+    queue = _queue(tmp_path)
+    units = _fill(queue, [2, 2, 2, 2, 2, 2])
+    queue.close()
+    second = os.path.join(tmp_path, "batchconsumequeue", "B", "0", f"{FILE_UNITS * 46:020d}")
+    with open(second, "r+b") as handle:               # unit 5 (second of file 2): batchSize 0
+        handle.seek(46 + 36)
+        handle.write(bytes(2))
+    reopened = _queue(tmp_path)
+    assert reopened.recover() == units[4].phy_offset
+    assert reopened.max_offset() == units[4].end_queue_offset == 10
+    with open(second, "rb") as handle:                # the cut bytes are zeroed
+        assert handle.read()[46:92] == bytes(46)
+    reopened.close()
+
+
+def test_read_only_recovery_changes_nothing(tmp_path):
+    queue = _queue(tmp_path)
+    _fill(queue, [1, 2, 3])
+    queue.close()
+    path = os.path.join(tmp_path, "batchconsumequeue", "B", "0", f"{0:020d}")
+    before = open(path, "rb").read()
+    reader = _queue(tmp_path, read_only=True)
+    reader.recover()
+    assert (reader.min_offset(), reader.max_offset()) == (0, 6)
+    reader.close()
+    assert open(path, "rb").read() == before
+
+
+def test_truncate_dirty_cuts_units_past_the_log_end(tmp_path):
+    queue = _queue(tmp_path)
+    units = _fill(queue, [1, 1, 1, 1, 1, 1])
+    queue.truncate_dirty(units[4].phy_offset)         # records 4 and 5 are gone from the log
+    assert queue.max_offset() == 4 and queue.max_msg_phy_offset == units[3].phy_offset
+    assert queue.get_unit(4) is None and queue.get_unit(3).phy_offset == units[3].phy_offset
+    assert queue.put(units[4])                        # written again at the end
+    assert queue.max_offset() == 5
+    queue.close()
+
+
+def test_file_size_must_hold_whole_units(tmp_path):
+    with pytest.raises(ConfigError, match="mapperFileSizeBatchConsumeQueue"):
+        BatchConsumeQueue(str(tmp_path), "B", 0, 1000, read_only=False)
