@@ -8,6 +8,8 @@
 | `copy`                   | copying every queue from one backend into another                     |
 | `file/`                  | `storeType=default`: one directory of segment files per queue          |
 | `rocksdb/`               | `storeType=defaultRocksDB` [5.x]: one RocksDB database for every queue |
+| `batch/`                 | [5.x] `BatchConsumeQueue`: 46-byte units in `batchconsumequeue/`         |
+| `lmq`                    | [5.x] LMQ multi-dispatch: INNER_MULTI_DISPATCH offsets and extra units  |
 
 May import: `store.codec`, `store.kernel`, `store.mappedfile`, `store.errors`. The backends import `base`
 and `time_search`, never `factory` (which imports them).
