@@ -16,7 +16,7 @@ import pandas as pd
 
 from app.commitlog_data import segment_map
 from app.store_config import resolve_config
-from store.codec import record_check
+from store.codec import java_properties, record_check
 from store.codec.checkpoint_codec import decode_checkpoint
 from store.errors import CorruptDataError
 from store.message_store import MessageStore
@@ -52,6 +52,18 @@ def crash(root: str, properties_path: str | None, messages: int) -> str:
     if completed.returncode != 0:
         return completed.stderr[-2000:] or f"child exited with {completed.returncode}"
     return ""
+
+
+def lab_properties(config, directory: str) -> str:
+    """Write the config the viewed store was opened with (its geometry, DLedger and CRC settings) as
+    `store.properties` in `directory`, without its paths (the copy gets its own root); returns the
+    file. The crashing child and the recovery open read it, so the copy is opened as the store was."""
+    values = {k: v for k, v in config.to_dict().items() if not k.startswith("storePath")}
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "store.properties")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(java_properties.dump(values))
+    return path
 
 
 def last_record(root: str, properties_path: str | None) -> tuple[int, int] | None:

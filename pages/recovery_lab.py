@@ -3,8 +3,7 @@
 import streamlit as st
 
 from app import segment_figures
-from app.recovery_lab import DAMAGES, MAX_CRASH_MESSAGES, crash, damage, recover
-from app.store_config import find_properties
+from app.recovery_lab import DAMAGES, MAX_CRASH_MESSAGES, crash, damage, lab_properties, recover
 from app.ui.state import EXPECTED_ERRORS, current_handle, get_registry, select, user_error
 from app.ui.widgets import frame
 
@@ -28,7 +27,7 @@ with st.form("lab_form"):
     run = st.form_submit_button("Copy, crash, damage, recover")
 
 if run:
-    properties = find_properties(handle.source_root or handle.root)
+    properties = lab_properties(handle.store.config, registry.scratch_dir("lab-config"))
     try:
         with st.status("Running the experiment", expanded=True) as status:
             lab_root = registry.copy_to_scratch(handle.root, "lab")
