@@ -294,3 +294,36 @@ def test_pull_on_unreadable_data_names_the_queue_file_and_repair(capsys, tmp_pat
     assert code == 2 and "magic 0xa320a726" in err
     assert "consumequeue/TopicA/0/00000000000000000000" in err and "byte 60" in err
     assert "rmqstore recover" in err and err.count("\n") == 1
+
+
+def test_recover_delivers_no_due_delayed_message(capsys, tmp_path, monkeypatch):
+    """`recover` repairs; it does not act as a running broker: no delivery service starts, and a due
+    delay-level message stays in SCHEDULE_TOPIC_XXXX (a broker would deliver it once started; the
+    operator did not ask for that)."""
+    import time as _time
+    from store.services.schedule import ScheduleMessageService
+    from store.services.timer import TimerService
+
+    def refuse(self):
+        raise AssertionError(f"recover started {type(self).__name__}")
+    from store import Message
+    from tests.engine_util import small_config
+    root = str(tmp_path / "store")
+    config = small_config(root, store_format="4.9")
+    with MessageStore.open(config, start_services=False) as store:
+        put = store.put_message(Message("RealT", b"later", queue_id=0, properties={"DELAY": "1"}))
+        assert put.ok
+        while store.dispatch_pending():
+            pass
+    _time.sleep(1.2)                      # level 1 (1 s) is due now
+    shutil.rmtree(os.path.join(root, "index"))      # something for recover to repair
+    monkeypatch.setattr(ScheduleMessageService, "start", refuse)
+    monkeypatch.setattr(TimerService, "start", refuse)
+    properties = tmp_path / "store.properties"
+    properties.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\n"
+                          "maxHashSlotNum=64\nmaxIndexNum=256\nstoreFormat=4.9\n")
+    code, out, err = run(capsys, "recover", "--store", root, "--config", str(properties))
+    assert code == 0, err
+    with MessageStore.open(config, read_only=True) as store:
+        assert store.get_max_offset_in_queue("RealT", 0) == 0
+        assert store.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 1

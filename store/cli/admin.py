@@ -177,7 +177,10 @@ def cmd_clean(args) -> int:
     if getattr(args, "explain", False):
         from store.cli.mqadmin_status import cmd_clean_explain
         return cmd_clean_explain(args)
-    with open_store(args, read_only=False) as store:
+    # Services off: cleaning must not deliver due delay-level / timer messages on the side.
+    with open_store(args, read_only=False, start_services=False) as store:
+        while store.dispatch_pending():
+            pass
         result = asdict(store.clean_expired_files(force=args.force))
         result["minPhyOffsetAfter"] = store.pointers()["min_phy_offset"]
     if args.json:

@@ -108,7 +108,12 @@ def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: b
         backup.move(config.index_dir)
     # RocketMQ's restart re-dispatches only from its recovery start (store.recovery.loader):
     # the queues moved aside are rebuilt from the log's first record because the open is told to.
-    with MessageStore.open(config, read_only=False, rebuild_queues=damaged_queues) as store:
+    # Services stay off: a repair must not deliver due delay-level or timer messages, nor clean up
+    # expired files; dispatch (the queue rebuild) runs here, in this thread, until it is done.
+    with MessageStore.open(config, read_only=False, rebuild_queues=damaged_queues,
+                           start_services=False) as store:
+        while store.dispatch_pending():
+            pass
         report.recovery = store.recovery_report
         report.pointers = store.pointers()
     rebuilt = [f"{t}/{q}" for t, q in report.recovery.rebuilt_queues
