@@ -129,6 +129,7 @@ def test_check_recover_check_round_trip(capsys, tmp_path, fixture, damage):
     code, out, err = run(capsys, *command)
     assert code == 0, (command, err)
     assert "repairs:" in out and "none needed" not in out, out
+    assert not os.path.exists(os.path.join(root, "abort")), "recover left the crash's abort file"
 
     code, after = check_json(capsys, root, config)
     assert after["counts"]["error"] == 0 and code == 0, after["findings"]

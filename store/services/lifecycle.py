@@ -220,7 +220,10 @@ class StoreServices:
         parts.consumer_offsets.persist()
         if parts.topics.dirty:
             parts.topics.persist()
-        if self.started and self.reput.behind_bytes() == 0:
+        # A clean shutdown: recovered, dispatched to the end, flushed, checkpoint written. That
+        # holds for an open without services (recover, clean) too, whose recovery consumed a
+        # crash's `abort`: leaving it would make the next open recover abnormally again.
+        if self.reput.behind_bytes() == 0:
             delete_abort(parts.config.store_path_root_dir, parts.style)
 
     def stop_without_flush(self) -> None:
