@@ -18,6 +18,9 @@ Two doors, one per situation an operator is in:
 |         | CRC judged (`StoreInspector.record_hex`, `raw.record_hex_views`; apache/rocketmq#9852)   |
 | `dledger_view` | `DLedgerViewsMixin` of `StoreInspector`: on a DLedger log, the 48-byte entry header |
 |         | around a record (index, term, pos, size, magic, CRCs) and the log's state             |
+| `restart_plan` | `restart_plan()`: what a broker restart would do to a store left with `abort`     |
+|         | (4.9.7 `recoverAbnormally`): start segment, bytes and records cut, segments deleted,    |
+|         | queues cut or rebuilt, index files dropped; computed read-only                          |
 | `raw`   | functions over a store *directory* that need no open store (`rmqstore dump`): records,   |
 |         | consume-queue units and index entries as the files hold them, even when the engine      |
 |         | refuses to open the store                                                               |
@@ -29,6 +32,7 @@ use this package instead of the commit log, consume queues, index service or map
 May import: the structures (`store.commitlog`, `store.consumequeue`, `store.index`, `store.mappedfile`,
 `store.meta` for delayOffset.json, `store.timer` for the 5.x timer files, `store.dledger` for a
 DLedger log),
-`store.check` (its raw commit-log view), `store.codec`, `store.kernel`, `store.errors`. Never the
+`store.check` (its raw commit-log view), `store.recovery` (the restart plan reuses its rules),
+`store.codec`, `store.kernel`, `store.errors`. Never the
 services, and never `store.message_store` (which builds a `StoreInspector` from its parts).
 """
