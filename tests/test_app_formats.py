@@ -101,7 +101,7 @@ def test_dledger_record_browser_shows_each_records_entry(fixture, tmp_path):
     entries = {e["commitLogOffset"]: e for e in load_dump(fixture)["dledgerAfterStart"]["entries"]}
     rows = _frame_with(at, "phy_offset", "kind", "dledger_index", "term", "entry_pos", "entry_size")
     records = rows[rows["kind"] == "RECORD"]
-    assert len(records) == 25
+    assert len(records) == min(25, len(entries))     # the first page
     for _, row in records.iterrows():
         entry = entries[int(row["phy_offset"])]
         assert (row["dledger_index"], row["term"], row["entry_pos"], row["entry_size"]) == \
