@@ -243,3 +243,12 @@ def test_cli_check_then_recover_rebuild_cq(capsys, tmp_path):
     assert main(["check", "--store", root, "--config", config, "--json"]) == 0
     assert main(["recover", "--rebuild-cq", "no-slash", "--store", root, "--config", config]) != 0
 
+
+
+def test_rebuild_cq_refuses_a_rocksdb_store(tmp_path):
+    from store.errors import StoreError
+    from store.tools.repair import repair_store
+    from tests.engine_util import small_config
+    config = small_config(tmp_path / "s", "defaultRocksDB")
+    with pytest.raises(StoreError, match="--rebuild-cq rebuilds file consume queues"):
+        repair_store(config, rebuild_queues=[("T", 0)])

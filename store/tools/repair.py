@@ -66,6 +66,9 @@ def repair_store(config, *, pad_truncated: bool = False, rebuild_index_always: b
     holder = probe_lock(root)
     if holder is not None:
         raise StoreError(f"process {holder} holds the store lock ({root}/lock); stop it first")
+    if rebuild_queues and config.store_type != "default":
+        raise StoreError(f"--rebuild-cq rebuilds file consume queues (storeType=default), not "
+                         f"{config.store_type}'s")
     report = RepairReport()
     backup = _Backup(root, report)
     short = short_segments(config)
