@@ -161,3 +161,46 @@ def test_truncate_dirty_cuts_units_past_the_log_end(tmp_path):
 def test_file_size_must_hold_whole_units(tmp_path):
     with pytest.raises(ConfigError, match="mapperFileSizeBatchConsumeQueue"):
         BatchConsumeQueue(str(tmp_path), "B", 0, 1000, read_only=False)
+
+
+def _store_with_batch_queue(tmp_path):
+    """Three inner-batch records of B/0 put through the engine, and their batch units (written
+    with BatchConsumeQueue, as dispatch would: the store does not host batch topics yet)."""
+    from store import Message, MessageStore
+    from tests.engine_util import small_config
+    config = small_config(tmp_path / "s", store_format="5.x",
+                          mapper_file_size_batch_consume_queue=4 * 46)
+    batches = [(0, 3), (3, 1), (4, 5)]
+    with MessageStore.open(config) as store:
+        results = [store.put_message(Message("B", b"batch%d" % base, sys_flag=0x80, properties={
+            "INNER_BASE": str(base), "INNER_NUM": str(num)})) for base, num in batches]
+    queue = BatchConsumeQueue(os.path.join(config.store_path_root_dir, "batchconsumequeue", "B",
+                                           "0"), "B", 0, 4 * 46, read_only=False)
+    queue.load()
+    for (base, num), result in zip(batches, results):
+        assert queue.put(BatchCqUnit(result.wrote_offset, result.wrote_bytes, 0,
+                                     result.store_timestamp, base, num))
+    queue.close()
+    return config, os.path.join(config.store_path_root_dir, "batchconsumequeue", "B", "0",
+                                f"{0:020d}")
+
+
+def test_check_accepts_batch_units_that_match_their_records(tmp_path):
+    from store.tools.check_directory import check_config
+    config, _ = _store_with_batch_queue(tmp_path)
+    findings = check_config(config)
+    assert [f for f in findings if f.severity == "error"] == []
+
+
+def test_check_names_a_batch_unit_that_does_not_match(tmp_path):
+    from store.tools.check_directory import check_config
+    config, path = _store_with_batch_queue(tmp_path)
+    with open(path, "r+b") as handle:               # unit 1: batchSize 1 -> 2
+        handle.seek(46 + 36)
+        handle.write((2).to_bytes(2, "big"))
+    errors = [f for f in check_config(config) if f.severity == "error"]
+    assert len(errors) == 2, errors
+    assert any("batchSize 2 but the record's INNER_NUM is 1" in f.message and f.path == path and
+               f.position == 46 for f in errors)
+    assert any("msgBaseOffset 4, but the unit before ends at message offset 5" in f.message
+               for f in errors)

@@ -17,7 +17,7 @@ When a cap cuts the check short, an info finding says so.
 |              | bytes after the end of the log, where recovery would cut                             |
 | consumequeue | file names/sizes/gaps; every unit -> a record start of that size, topic, queue,      |
 |              | queue offset and tagsCode; units beyond the log end; invalid units before the end;    |
-|              | records the queues do not reach yet                                                  |
+|              | records the queues do not reach yet; [5.x] batch queues (store.check.batch)           |
 | index        | header counts, slot chains, entries -> record starts with a matching key hash        |
 | checkpoint   | 4096 bytes, no timestamp after the log's last store time (+3 s), unused bytes zero   |
 | config       | config/*.json parse (with .bak fallback), unknown broker.conf keys                   |
@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import struct
 
+from store.check.batch import check_batch_queues
 from store.check.commitlog import CommitLogView, LogScan, check_segment_files, walk_commit_log
 from store.check.consumequeue import check_api_queues, check_dispatch_coverage, check_file_queues
 from store.check.dledger import check_dledger
@@ -108,6 +109,10 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None) ->
             check_dispatch_coverage(scan, ends, sink, unclean=unclean,
                                     queue_dir=os.path.join(root, "consumequeue")
                                     if config.store_type == "default" else None)
+        if not sink.full:       # [5.x] batchconsumequeue/ (BatchConsumeQueue), when present
+            _guarded(sink, "consumequeue", check_batch_queues, root,
+                     config.mapper_file_size_batch_consume_queue, view, scan, sink,
+                     max_units=max_records)
         if config.message_index_enable:
             _guarded(sink, "index", check_index_dir, config.index_dir, config.max_hash_slot_num,
                      config.max_index_num, view, scan, sink, unclean=unclean,
