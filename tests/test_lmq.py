@@ -171,3 +171,14 @@ def test_check_flags_an_lmq_unit_the_record_does_not_list(tmp_path):
     with MessageStore.open(config, read_only=True) as store:
         errors = [f for f in check_store(store) if f.severity == "error"]
     assert len(errors) == 1 and "%LMQ%b/0 unit 1" in errors[0].message, errors
+
+
+def test_arrivals_name_the_lmq_queues(tmp_path):
+    """notifyMessageArrive4MultiQueue: long polling on an LMQ queue learns its new max offset."""
+    seen = {}
+    with _open(_config(tmp_path)) as store:
+        store.services.reput.add_listener(seen.update)
+        store.put_message(Message("T", b"a", properties={MULTI: "%LMQ%w,%LMQ%v"}))
+        store.put_message(Message("T", b"b", properties={MULTI: "%LMQ%w"}))
+        store.services.reput.do_reput()
+    assert seen[("%LMQ%w", 0)] == 2 and seen[("%LMQ%v", 0)] == 1 and seen[("T", 0)] == 2

@@ -74,6 +74,7 @@ class ConsumeQueueDispatcher:
         self.on_written = on_written
         # enableMultiDispatch: requests -> the LMQ units of those records (store.consumequeue.lmq)
         self.multi_dispatch = multi_dispatch
+        self.lmq_arrivals: dict[tuple[str, int], int] = {}   # new max offsets, for _notify
 
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None:
         legal = _LEGAL_TOPICS
@@ -86,6 +87,9 @@ class ConsumeQueueDispatcher:
             extra = [r for r in self.multi_dispatch(queued) if r.topic in legal or _legal_topic(r)]
             if extra:
                 self.consume_queues.put_units(extra)
+                for request in extra:          # notifyMessageArrive4MultiQueue: offset + 1
+                    self.lmq_arrivals[(request.topic, request.queue_id)] = \
+                        request.consume_queue_offset + 1
         if self.on_written is not None:
             self.on_written(queued[-1].store_timestamp)
 
@@ -317,6 +321,10 @@ class ReputService:
         if not self.listeners:
             return
         arrivals: dict[tuple[str, int], int] = {}
+        for dispatcher in self.dispatchers:      # LMQ queues that got units from this batch
+            if type(dispatcher) is ConsumeQueueDispatcher and dispatcher.lmq_arrivals:
+                arrivals.update(dispatcher.lmq_arrivals)
+                dispatcher.lmq_arrivals = {}
         for request in reversed(batch):     # the last unit of each queue is its new max
             if request.sys_flag & 0x0C in QUEUED_TRANSACTION_KINDS:
                 key = (request.topic, request.queue_id)
