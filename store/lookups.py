@@ -108,9 +108,15 @@ class LookupsMixin:
                                   collisions_filtered=len(hits) - len(messages))
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        batch = self._batch_queue(topic, queue_id)      # [5.x] batch topics: message offsets
+        if batch is not False:
+            return batch.min_offset() if batch is not None else 0
         return self.consume_queues.get_min_offset(topic, queue_id)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        batch = self._batch_queue(topic, queue_id)
+        if batch is not False:
+            return batch.max_offset() if batch is not None else 0
         return self.consume_queues.get_max_offset(topic, queue_id)
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:

@@ -16,6 +16,8 @@ from store.commitlog.commit_log import RecordTooLargeForSegment
 from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
 from store.commitlog.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
 from store.config import StoreConfig
+from store.consumequeue.batch.pull import pull_batch
+from store.consumequeue.batch.put import put_batch_topic
 from store.consumequeue.lmq import PROPERTY_INNER_MULTI_QUEUE_OFFSET, LmqOffsets
 from store.dledger.commit_log import DLedgerCommitLog
 from store.errors import ReadOnlyStoreError, StoreClosedError
@@ -57,6 +59,7 @@ class MessageStore(LookupsMixin):
         self._timer_hook = TimerHookSettings.from_config(cfg) if self.style == "5.x" else None
         # enableLmq: INNER_MULTI_DISPATCH puts get their %LMQ% queue offsets (consumequeue/lmq.py).
         self._lmq = LmqOffsets(parts.consume_queues.get_max_offset) if cfg.enable_lmq else None
+        self._batch_lock = threading.Lock()     # [5.x] batch topics: base offsets in log order
         self._limits = TransferLimits(
             cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
             cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk,
@@ -146,7 +149,8 @@ class MessageStore(LookupsMixin):
         return 0 if timer is None else timer.slot_num(time_ms)
 
     def _close_parts(self) -> None:
-        for part in (self.index_service, self.consume_queues, self.commit_log.mapped_files):
+        for part in (self.index_service, self.consume_queues, self._parts.batch_queues,
+                     self.commit_log.mapped_files):
             if part is not None:
                 part.close()
         if self._parts.lock is not None:
@@ -193,6 +197,9 @@ class MessageStore(LookupsMixin):
             if message.topic != sent.topic and (sent.topic, sent.queue_id) not in self._noted_queues:
                 # The broker creates the topic it was sent to before the hook moves the message.
                 self._note_topic(sent.topic, sent.queue_id)
+        if self._batch_queue(message.topic, message.queue_id) is not False:
+            return put_batch_topic(message, self.commit_log.queue_offsets, self._batch_lock,
+                                   self._put_one)
         lmq_names = self._lmq.names_of(message.topic, message.properties) \
             if self._lmq is not None else None
         if lmq_names is None:
@@ -204,6 +211,13 @@ class MessageStore(LookupsMixin):
             if result.ok:
                 self._lmq.advance(lmq_names)
             return result
+
+    def _batch_queue(self, topic: str, queue_id: int):
+        """False: not a batch topic; else its BatchConsumeQueue (None before its first unit)."""
+        batch_queues = self._parts.batch_queues
+        if batch_queues is None or not self._parts.topics.is_batch_topic(topic):
+            return False
+        return batch_queues.queue(topic, queue_id)
 
     def _put_one(self, message: Message) -> PutMessageResult:
         try:
@@ -286,6 +300,11 @@ class MessageStore(LookupsMixin):
         if self.closed:
             raise StoreClosedError("the store is closed")
         tag_filter = TagFilter.parse(tag_expression)
+        batch = self._batch_queue(topic, queue_id)
+        if batch is not False:          # [5.x] a batch topic (no long polling on it yet)
+            return pull_batch(batch, self.commit_log, queue_offset, max_msg_nums,
+                              accepts=tag_filter.accepts, limits=self._limits,
+                              max_total_msg_size=max_total_msg_size, decode=decode)
         if long_poll_ms <= 0:
             return get_message(
                 self.commit_log, self.consume_queues, topic, queue_id, queue_offset, max_msg_nums,

@@ -204,3 +204,54 @@ def test_check_names_a_batch_unit_that_does_not_match(tmp_path):
                f.position == 46 for f in errors)
     assert any("msgBaseOffset 4, but the unit before ends at message offset 5" in f.message
                for f in errors)
+
+
+# -- hosted: a batch topic (topics.json attributes queue.type=BatchCQ) ---------------------------
+
+def _batch_store(tmp_path):
+    from store import MessageStore
+    from store.meta.topic_config import TopicConfig
+    from tests.engine_util import small_config
+    config = small_config(tmp_path / "s", store_format="5.x",
+                          mapper_file_size_batch_consume_queue=4 * 46)
+    store = MessageStore.open(config, start_services=False)
+    store._parts.topics.put_topic(TopicConfig("B", attributes={"queue.type": "BatchCQ"}))
+    return config, store
+
+
+def _inner_batch(body: bytes, count: int):
+    from store import Message
+    return Message("B", body, sys_flag=0x80, properties={"INNER_NUM": str(count)})
+
+
+def test_put_dispatch_pull_recover_a_batch_topic(tmp_path):
+    from store import MessageStore
+    from store.api import GetMessageStatus
+    from store.check.run import check_store
+    config, store = _batch_store(tmp_path)
+    counts = [3, 1, 5, 2, 4, 1]
+    results = [store.put_message(_inner_batch(b"b%d" % i, n)) for i, n in enumerate(counts)]
+    bases = [sum(counts[:i]) for i in range(len(counts))]
+    assert [r.queue_offset for r in results] == bases            # assignQueueOffset
+    store.services.reput.do_reput()
+    assert store.get_min_offset_in_queue("B", 0) == 0
+    assert store.get_max_offset_in_queue("B", 0) == sum(counts)
+    assert store.consume_queues.get_max_offset("B", 0) == 0      # no ordinary unit
+    for offset in range(sum(counts)):                             # any offset inside a batch
+        got = store.get_message("g", "B", 0, offset, 1)
+        index = max(i for i, base in enumerate(bases) if base <= offset)
+        assert got.status == GetMessageStatus.FOUND
+        [message] = got.messages
+        assert message.body == b"b%d" % index and message.properties["INNER_BASE"] == str(bases[index])
+        assert got.next_begin_offset == bases[index] + counts[index]
+    got = store.get_message("g", "B", 0, 0, 9)                    # 3 + 1 + 5 messages fit in 9
+    assert [m.body for m in got.messages] == [b"b0", b"b1", b"b2"] and got.next_begin_offset == 9
+    assert store.get_message("g", "B", 0, sum(counts), 1).status == GetMessageStatus.OFFSET_OVERFLOW_ONE
+    assert [f for f in check_store(store) if f.severity == "error"] == []
+    store.close()
+    with MessageStore.open(config, start_services=False) as reopened:   # recovery of the units
+        assert reopened.get_max_offset_in_queue("B", 0) == sum(counts)
+        next_put = reopened.put_message(_inner_batch(b"late", 2))
+        assert next_put.queue_offset == sum(counts)
+        reopened.services.reput.do_reput()
+        assert reopened.get_message("g", "B", 0, sum(counts) + 1, 1).messages[0].body == b"late"

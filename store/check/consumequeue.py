@@ -306,6 +306,9 @@ def check_dispatch_coverage(scan: LogScan, ends: dict, sink: Sink, *, unclean: b
         cq_end = ends.get((topic, queue_id))
         log_start = min(scan.queue_starts.get((topic, queue_id), 0), log_end - 1)
         path = os.path.join(queue_dir, topic, str(queue_id)) if queue_dir else None
+        if cq_end is None and path and os.path.isdir(os.path.join(
+                os.path.dirname(queue_dir), "batchconsumequeue", topic, str(queue_id))):
+            continue                # a batch topic's records have batch units (store.check.batch)
         first_unit = _first_real_unit(path, cq_end) if cq_end is not None and path else None
         if cq_end is None or (first_unit is not None and first_unit > log_start):
             last_missing = log_end - 1 if cq_end is None else first_unit - 1

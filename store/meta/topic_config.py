@@ -121,6 +121,16 @@ class TopicConfigManager:
     def topics(self) -> dict[str, TopicConfig]:
         return dict(self._topics)
 
+    def is_batch_topic(self, name: str) -> bool:
+        """[5.x] `QueueTypeUtils.isBatchCq`: attributes `queue.type=BatchCQ` (an unknown value:
+        not a batch topic here, where RocketMQ's CQType.valueOf throws)."""
+        from store.consumequeue.batch.topic_type import is_batch_cq
+        cfg = self._topics.get(name)
+        try:
+            return cfg is not None and is_batch_cq(cfg.attributes)
+        except ValueError:
+            return False
+
     def put_topic(self, cfg: TopicConfig) -> None:
         """Add or replace a topic config; bumps dataVersion."""
         if self.read_only:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from store.commitlog.commit_log import CommitLog
 from store.config import StoreConfig
 from store.consumequeue.base import ConsumeQueueSettings
+from store.consumequeue.batch.queue_store import BatchQueueStore
 from store.consumequeue.factory import open_consume_queue_store
 from store.dledger.commit_log import DLedgerCommitLog
 from store.dledger.layout import find_data_dir, find_dledger
@@ -102,6 +103,7 @@ class StoreParts:
     last_exit_ok: bool
     recovery: RecoveryReport
     timer: TimerReader | None = None      # 5.x: the timer store's files, read-only, on first use
+    batch_queues: BatchQueueStore | None = None   # 5.x: batchconsumequeue/ (BatchConsumeQueue)
 
 
 def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None,
@@ -139,6 +141,13 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None,
             store_type=config.store_type, read_only=read_only, style=style))
         consume_queues.load()
         opened.append(consume_queues)
+        batch_queues = None
+        if style == FORMAT_5X and config.store_type == "default":
+            batch_queues = BatchQueueStore(config.batch_consume_queue_dir,
+                                           config.mapper_file_size_batch_consume_queue,
+                                           read_only=read_only)
+            batch_queues.load()
+            opened.append(batch_queues)
         checkpoint = CheckpointFile(config.checkpoint_path, read_only=read_only, style=style)
         checkpoint.load()
         index_service = IndexService(config.index_dir, config.max_hash_slot_num,
@@ -148,7 +157,7 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None,
         index_service.load(last_exit_ok, checkpoint.index_msg_timestamp)
         opened.append(index_service)
         report = _recover(config, style, read_only, last_exit_ok, commit_log, consume_queues,
-                          checkpoint, rebuild_queues)
+                          checkpoint, rebuild_queues, batch_queues)
         consumer_offsets = ConsumerOffsetManager(config.config_dir, read_only=read_only, style=style)
         consumer_offsets.load()
         topics = TopicConfigManager(config.config_dir, read_only=read_only, style=style,
@@ -163,16 +172,19 @@ def open_parts(config: StoreConfig, *, read_only: bool, clock_ms=None,
     timer = TimerReader.for_store(config, commit_log.read_record, consume_queues, clock_ms) \
         if style == FORMAT_5X and config.timer_wheel_enable else None
     return StoreParts(config, style, read_only, commit_log, consume_queues, index_service,
-                      checkpoint, consumer_offsets, topics, lock, last_exit_ok, report, timer)
+                      checkpoint, consumer_offsets, topics, lock, last_exit_ok, report, timer,
+                      batch_queues)
 
 
 def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: bool,
              commit_log: CommitLog, consume_queues, checkpoint: CheckpointFile,
-             rebuild_queues=()) -> RecoveryReport:
+             rebuild_queues=(), batch_queues=None) -> RecoveryReport:
     """Spec §11.1's recovery steps on the loaded parts: the consume queues, then the commit log
     (normal or abnormal) against them, cutting queues past the log's end, planning the rebuild of
     missing ones, the min offsets and the queue-offset table."""
     cq_max_phy_offset = consume_queues.recover()
+    if batch_queues is not None:       # ConsumeQueueStore.getMaxPhyOffsetInConsumeQueue: every queue
+        cq_max_phy_offset = max(cq_max_phy_offset, batch_queues.recover())
     min_timestamp = checkpoint.min_timestamp_index if (
         config.message_index_enable and config.message_index_safe) else checkpoint.min_timestamp
     if isinstance(commit_log, DLedgerCommitLog):
@@ -186,6 +198,8 @@ def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: boo
             commit_log, abnormal=not last_exit_ok, read_only=read_only, style=style,
             check_crc=config.recovery_crc_mode(style), cq_max_phy_offset=cq_max_phy_offset,
             min_timestamp=min_timestamp, rocksdb_mode=config.store_type == "defaultRocksDB")
+    if batch_queues is not None and not read_only:   # units whose record starts past the end
+        batch_queues.truncate_dirty(report.process_offset)
     if report.consume_queues_truncated and not read_only:
         consume_queues.truncate_dirty(report.process_offset)
         if cq_max_phy_offset > report.process_offset:
@@ -200,7 +214,7 @@ def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: boo
         # (DLedgerCommitLog.setConfirmOffset does nothing).
         checkpoint.confirm_phy_offset = report.last_record_offset
     consume_queues.correct_min_offset(commit_log.min_offset())
-    rebuild_queue_offset_table(commit_log, consume_queues)
+    rebuild_queue_offset_table(commit_log, consume_queues, batch_queues)
     return report
 
 
@@ -267,9 +281,12 @@ def _index_file_full_callback(checkpoint: CheckpointFile):
     return on_file_full
 
 
-def rebuild_queue_offset_table(commit_log: CommitLog, consume_queues) -> None:
-    """Spec §11.5: the next queue offset of every queue is its consume queue's max offset."""
+def rebuild_queue_offset_table(commit_log: CommitLog, consume_queues, batch_queues=None) -> None:
+    """Spec §11.5: the next queue offset of every queue is its consume queue's max offset (a batch
+    queue's: its max message offset, `ConsumeQueueStore.recoverOffsetTable`'s bcqOffsetTable)."""
     table = {}
     for topic, queue_id in consume_queues.queues():
         table[(topic, queue_id)] = consume_queues.get_max_offset(topic, queue_id)
+    for topic, queue_id in batch_queues.queues() if batch_queues is not None else ():
+        table[(topic, queue_id)] = batch_queues.queue(topic, queue_id).max_offset()
     commit_log.queue_offsets = table

@@ -69,17 +69,25 @@ class ConsumeQueueDispatcher:
     """CommitLogDispatcherBuildConsumeQueue: NOT/COMMIT records get a consume-queue unit."""
 
     def __init__(self, consume_queues, on_written: Callable[[int], None] | None = None,
-                 multi_dispatch=None):
+                 multi_dispatch=None, batch=None):
         self.consume_queues = consume_queues
         self.on_written = on_written
         # enableMultiDispatch: requests -> the LMQ units of those records (store.consumequeue.lmq)
         self.multi_dispatch = multi_dispatch
         self.lmq_arrivals: dict[tuple[str, int], int] = {}   # new max offsets, for _notify
+        self.batch = batch      # [5.x] batch topics' units (store.consumequeue.batch.dispatch)
 
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None:
         legal = _LEGAL_TOPICS
         queued = [r for r in requests if r.sys_flag & 0x0C in QUEUED_TRANSACTION_KINDS
                   and (r.topic in legal or _legal_topic(r))]
+        if self.batch is not None and queued:
+            written = queued
+            queued = self.batch.take(queued)
+            if not queued:
+                if self.on_written is not None:
+                    self.on_written(written[-1].store_timestamp)
+                return
         if not queued:
             return
         self.consume_queues.put_units(queued)
@@ -216,6 +224,7 @@ class ReputService:
         record whose own unit exists), every row gets a request."""
         queues = index = queue_dispatcher = None
         for dispatcher in self.dispatchers:
+            # (batch topics have no ordinary queue: their rows always get requests)
             if type(dispatcher) is ConsumeQueueDispatcher and dispatcher.multi_dispatch is None:
                 queues = dispatcher.consume_queues
                 queue_dispatcher = dispatcher

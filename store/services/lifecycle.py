@@ -12,6 +12,7 @@ import logging
 import threading
 
 from store.api import PutMessageStatus
+from store.consumequeue.batch.dispatch import BatchRouter
 from store.consumequeue.lmq import MultiDispatcher
 from store.meta.lockfile import create_abort, delete_abort
 from store.recovery.commitlog_recovery import WALK_BLANK, WALK_RECORD, WALK_ROWS, rows_end, walk_log
@@ -43,8 +44,10 @@ class StoreServices:
         self.hold = PullRequestHoldService()
         multi = MultiDispatcher(parts.commit_log.read, enable_lmq=cfg.enable_lmq) \
             if cfg.enable_multi_dispatch else None          # [5.x] LMQ units (enableMultiDispatch)
+        batch = BatchRouter(parts.batch_queues, parts.topics.is_batch_topic, parts.commit_log.read) \
+            if parts.batch_queues is not None and not parts.read_only else None
         dispatchers = [ConsumeQueueDispatcher(parts.consume_queues, on_written=self._on_cq_written,
-                                              multi_dispatch=multi)]
+                                              multi_dispatch=multi, batch=batch)]
         if cfg.message_index_enable and parts.index_service is not None:
             dispatchers.append(IndexDispatcher(parts.index_service))
         self.reput = ReputService(parts.commit_log, dispatchers)
@@ -106,6 +109,8 @@ class StoreServices:
 
     def _flush_consume_queues(self, least_pages: int) -> None:
         self.parts.consume_queues.flush(least_pages)
+        if self.parts.batch_queues is not None:
+            self.parts.batch_queues.flush(least_pages)
 
     def flush_thorough(self) -> None:
         """Flush consume queues and index, then write the checkpoint (logics time captured first,
@@ -113,6 +118,8 @@ class StoreServices:
         parts = self.parts
         logics = parts.checkpoint.logics_msg_timestamp
         parts.consume_queues.flush(0)
+        if parts.batch_queues is not None:
+            parts.batch_queues.flush(0)
         if parts.index_service is not None:
             parts.index_service.flush()
         parts.checkpoint.logics_msg_timestamp = logics
@@ -142,7 +149,7 @@ class StoreServices:
         if report.redispatched_records:
             report.step("dispatch", f"re-dispatched {report.redispatched_records} records "
                                     f"({report.redispatched_bytes} bytes) from {report.dispatch_from}")
-        rebuild_queue_offset_table(parts.commit_log, parts.consume_queues)
+        rebuild_queue_offset_table(parts.commit_log, parts.consume_queues, parts.batch_queues)
         for (topic, queue_id), max_offset in parts.commit_log.queue_offsets.items():
             self.hold.note_max_offset(topic, queue_id, max_offset)
         if self.schedule is not None:
@@ -272,6 +279,6 @@ class StoreServices:
         parts.consume_queues.correct_min_offset(commit_log.min_offset())
         if parts.index_service is not None:
             parts.index_service.refresh()
-        rebuild_queue_offset_table(commit_log, parts.consume_queues)
+        rebuild_queue_offset_table(commit_log, parts.consume_queues, parts.batch_queues)
         self.reput.reput_offset = end
         return end - before
