@@ -216,6 +216,7 @@ def _batch_store(tmp_path):
                           mapper_file_size_batch_consume_queue=4 * 46)
     store = MessageStore.open(config, start_services=False)
     store._parts.topics.put_topic(TopicConfig("B", attributes={"queue.type": "BatchCQ"}))
+    store._parts.topics.persist()             # topics.json, as the broker writes it on creation
     return config, store
 
 
@@ -255,3 +256,20 @@ def test_put_dispatch_pull_recover_a_batch_topic(tmp_path):
         assert next_put.queue_offset == sum(counts)
         reopened.services.reput.do_reput()
         assert reopened.get_message("g", "B", 0, sum(counts) + 1, 1).messages[0].body == b"late"
+
+
+def test_crash_recovery_rebuilds_batch_units(tmp_path):
+    from store import MessageStore
+    config, store = _batch_store(tmp_path)
+    for i, count in enumerate([2, 3, 1]):
+        store.put_message(_inner_batch(b"c%d" % i, count))
+    store.services.reput.do_reput()
+    store.crash()
+    root = config.store_path_root_dir
+    open(os.path.join(root, "abort"), "wb").close()          # as a killed broker leaves it
+    import shutil
+    shutil.rmtree(os.path.join(root, "batchconsumequeue", "B", "0"))
+    with MessageStore.open(config, start_services=False) as reopened:
+        assert reopened.recovery_report.mode == "abnormal"   # re-dispatch from the first segment
+        assert reopened.get_max_offset_in_queue("B", 0) == 6
+        assert reopened.get_message("g", "B", 0, 5, 1).messages[0].body == b"c2"
