@@ -6,7 +6,8 @@ and services not started, so dispatch and flush happen exactly when the tour say
 replaying a step, runs the earlier steps again on a new store: the same bytes every time. Each step
 carries the pictures that show what it explains: the pointers moving, the record's bytes, the
 consume-queue unit pointing into the log, the hash slot and its chain, the files rolling, recovery
-cutting a torn tail.
+cutting a torn tail, a delayed message waiting in SCHEDULE_TOPIC_XXXX until the (tour's) clock reaches
+its delivery time.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ TITLES = (
     "Commit the consumer offset and find it by key",
     "The commit log rolls to a new file",
     "A crash tears the last record; recovery cuts it",
+    "A delayed message waits, then appears in its topic",
 )
+DELAY_LEVEL = 2                 # messageDelayLevel's second level: 5 s
+DELAY_TOPIC = "TourReminders"   # a topic of its own: empty until the delivery
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 
 @dataclass
@@ -65,8 +70,18 @@ def _config(root: str) -> StoreConfig:
                                  max_index_num=1024, store_format="4.9")
 
 
-def _open(root: str) -> MessageStore:
-    return MessageStore.open(_config(root), clock_ms=lambda: TOUR_CLOCK_MS, start_services=False)
+class _Clock:
+    """The tour's clock: fixed, moved only by the scheduled-delivery step (replays stay identical)."""
+
+    def __init__(self):
+        self.now_ms = TOUR_CLOCK_MS
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def _open(root: str, clock: _Clock) -> MessageStore:
+    return MessageStore.open(_config(root), clock_ms=clock, start_services=False)
 
 
 class _Scratch:
@@ -74,10 +89,11 @@ class _Scratch:
 
     def __init__(self, root: str):
         self.root = root
-        self.store = _open(root)
+        self.clock = _Clock()
+        self.store = _open(root, self.clock)
 
     def reopen_after_crash(self) -> None:
-        self.store = _open(self.root)
+        self.store = _open(self.root, self.clock)
 
 
 def run_tour(root: str, step: int) -> TourPage:
@@ -178,7 +194,52 @@ def _describe(scratch: _Scratch, step: int) -> TourPage:
         return _find_by_key(store)
     if step == 6:
         return _roll(store)
-    return _crash_and_recover(scratch)
+    crashed = _crash_and_recover(scratch)
+    if step == 7:
+        return crashed
+    return _scheduled_delivery(scratch)
+
+
+def _scheduled_delivery(scratch: _Scratch) -> TourPage:
+    """RocketMQ 4.9's delay levels (ScheduleMessageService): the put parks the message in
+    SCHEDULE_TOPIC_XXXX queue level-1 with the delivery time as its tagsCode; when the clock reaches
+    it, the service writes the message again to its real topic (REAL_TOPIC / REAL_QID)."""
+    store, clock = scratch.store, scratch.clock
+    put = store.put_message(Message(DELAY_TOPIC, b'{"order": 44, "remind": true}', queue_id=0,
+                                    tags="reminder", keys=["order-44"],
+                                    properties={"DELAY": str(DELAY_LEVEL)}))
+    store.dispatch_pending()
+    level = store.inspect.delay_levels()[DELAY_LEVEL - 1]
+    parked = store.inspect.queue_unit(SCHEDULE_TOPIC, level.queue_id, 0)
+    waiting = {f"messages in {DELAY_TOPIC}/0 before": store.get_max_offset_in_queue(DELAY_TOPIC, 0),
+               "delivered at the put's time": store.deliver_delayed()}
+    clock.now_ms = parked.tags_code             # the clock reaches the delivery time
+    delivered = store.deliver_delayed()
+    store.dispatch_pending()
+    unit = store.inspect.queue_unit(DELAY_TOPIC, 0, 0)
+    after = store.inspect.delay_levels()[DELAY_LEVEL - 1]
+    facts = {"put status": put.status.value, "parked in": f"{SCHEDULE_TOPIC}/{level.queue_id}",
+             "parked record offset": put.wrote_offset, "delay": f"{level.delay_ms // 1000} s",
+             "put time": format_ms(TOUR_CLOCK_MS), "delivery time (the unit's tagsCode)":
+             format_ms(parked.tags_code), **waiting, "delivered when the clock got there": delivered,
+             f"messages in {DELAY_TOPIC}/0 after": store.get_max_offset_in_queue(DELAY_TOPIC, 0),
+             "delivered copy's offset": unit.phy_offset,
+             "level's delivered offset": after.delivered_offset, "pending": after.pending}
+    figures = [tour_figures.queue_to_log_figure(
+                   [(0, parked.phy_offset, parked.size, parked.tags_code)],
+                   store.pointers()["wrote"], f"{SCHEDULE_TOPIC}/{level.queue_id} (level {DELAY_LEVEL})"),
+               tour_figures.queue_to_log_figure(
+                   [(0, unit.phy_offset, unit.size, unit.tags_code)], store.pointers()["wrote"],
+                   f"consume queue {DELAY_TOPIC}/0")]
+    return TourPage(8, TITLES[8], f"A message with delay level {DELAY_LEVEL} "
+                    f"({level.delay_ms // 1000} s) is not put to its topic: the store rewrites it to "
+                    f"{SCHEDULE_TOPIC}, queue {level.queue_id} (level − 1), and the unit's tagsCode "
+                    "holds its delivery time instead of a tag hash. Until the clock reaches that time "
+                    f"the delivery pass leaves it there and {DELAY_TOPIC}/0 stays empty. Then "
+                    "ScheduleMessageService writes the message again, to its real topic and queue "
+                    "(REAL_TOPIC, REAL_QID), and moves the level's offset on "
+                    "(config/delayOffset.json). Both records stay in the log: the upper picture is the "
+                    "parked unit, the lower one the delivered copy.", facts, figures=figures)
 
 
 def _colliding_key(slot: int) -> str:

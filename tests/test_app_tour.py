@@ -107,3 +107,20 @@ def test_apptest_walks_every_step_forward_back_and_replays():
     check(3)
     index_table = [f.value for f in at.dataframe if "key_hash" in f.value.columns]
     assert index_table and index_table[0]["key_hash"].dtype.isnative
+
+
+def test_the_scheduled_step_parks_then_delivers(tmp_path):
+    """Step 9: the delayed message sits in SCHEDULE_TOPIC_XXXX (its unit's tagsCode = the delivery
+    time), nothing is delivered at the put's time, and it reaches its topic when the clock gets there."""
+    from app.tour import DELAY_TOPIC
+    page = run_tour(str(tmp_path / "tour"), len(TITLES) - 1)
+    facts = page.facts
+    assert facts["parked in"] == "SCHEDULE_TOPIC_XXXX/1"
+    assert facts[f"messages in {DELAY_TOPIC}/0 before"] == 0
+    assert facts["delivered at the put's time"] == 0
+    assert facts["delivered when the clock got there"] == 1
+    assert facts[f"messages in {DELAY_TOPIC}/0 after"] == 1
+    assert facts["delivered copy's offset"] > facts["parked record offset"]
+    assert (facts["level's delivered offset"], facts["pending"]) == (1, 0)
+    assert facts["put time"].endswith("UTC")
+    assert len(page.figures) == 2
