@@ -88,20 +88,25 @@ def test_a_wrong_unit_is_skipped_like_an_unreadable_one(crafted):
         assert good.messages[0].body == b"A0:4"
 
 
-def test_nothing_but_wrong_units_is_message_was_removing(crafted):
+def test_wrong_units_are_scanned_past_within_rocketmqs_window(crafted):
+    """Like unreadable units, wrong ones do not end a pull: RocketMQ's getMessage loop goes on over
+    the consume-queue buffer (up to maxFilterMessageCount bytes) until the batch is full, so from
+    unit 5 (wrong), 6 (wrong) a pull of one message reaches unit 7."""
     with MessageStore.open(crafted) as store:
-        got = store.get_message("g", "A", 0, 5, 1)   # a window of units 5 and 6: both wrong
-        assert got.status is GetMessageStatus.MESSAGE_WAS_REMOVING
-        assert got.messages == [] and got.next_begin_offset == 7 and len(got.skipped) == 2
+        got = store.get_message("g", "A", 0, 5, 1)
+        assert got.status is GetMessageStatus.FOUND
+        assert [m.body for m in got.messages] == [b"A0:7"]
+        assert got.next_begin_offset == 8 and len(got.skipped) == 2
 
 
 @pytest.mark.parametrize("decode", [True, False, "view"])
 def test_a_record_of_another_topic_with_the_same_queue_and_offset_is_not_served(crafted, decode):
-    """From offset 4 the first record is right: unit 5 (B/0 offset 5) differs only by topic."""
+    """From offset 4 the first record is right: unit 5 (B/0 offset 5) differs only by topic; unit 6
+    is another queue's; unit 7 is right again and fills the batch of two."""
     with MessageStore.open(crafted) as store:
         got = store.get_message("g", "A", 0, 4, 2, decode=decode)
         bodies = [(m if decode is True else decode_message(bytes(m))).body for m in got.messages]
-        assert bodies == [b"A0:4"] and got.next_begin_offset == 7   # the window: units 4-6
+        assert bodies == [b"A0:4", b"A0:7"] and got.next_begin_offset == 8
         assert len(got.skipped) == 2 and "B/0 queue offset 5" in got.skipped[0]
 
 
