@@ -9,68 +9,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 
 import pytest
 
 from tests.fixtures_util import REPO_ROOT, copy_store, fixture_dirs, fixture_id, load_dump
+from tests.test_browser import page, server  # noqa: F401 (the one dashboard server and browser)
 
 pytestmark = pytest.mark.browser
-CHROMIUM = "/usr/bin/chromium"
 SHOTS = os.path.join(REPO_ROOT, "docs", "screenshots") \
     if os.environ.get("RMQ_UPDATE_SCREENSHOTS") == "1" else \
     os.path.join(tempfile.gettempdir(), "rmq-inspector-screenshots")
 EVIL_DIR = "**BOLD**[click](https:evil.example)"
 EVIL_TOPIC = "**bold** [link](http://evil.example/x)"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server():
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("chromium is not installed")
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
-         "--server.headless", "true"], cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        process.terminate()
-        pytest.fail("streamlit did not start")
-    yield url
-    process.terminate()
-    process.wait(timeout=20)
-
-
-@pytest.fixture(scope="module")
-def page(server):
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"])
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        yield context.new_page()
-        browser.close()
 
 
 def _idle(page) -> None:
