@@ -4,6 +4,8 @@ asserts; the figures of a smoke run mean nothing)."""
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
 
 import pytest
 
@@ -30,6 +32,17 @@ def test_run_all_runs_the_decode_scenario(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(run_all.common, "RESULTS_DIR", str(tmp_path / "results"))
     assert run_all.main(["--size", "smoke", "--only", "decode", "--workdir", str(tmp_path)]) == 0
     assert "decode" in capsys.readouterr().out
+
+
+def test_the_c_references_are_in_the_repository_and_build(tmp_path, monkeypatch):
+    """The same-run references come with the checkout (bench/ref/), not from beside it."""
+    from bench import common
+    for name in common.REFERENCE_LIBS:
+        assert os.path.exists(os.path.join(common.REPO_ROOT, "bench", "ref", f"{name}.c")), name
+    if shutil.which("gcc") is None:
+        pytest.skip("not applicable: no gcc to build the C references")
+    monkeypatch.setattr(common, "BIN_DIR", str(tmp_path))
+    assert common.reference_binary("fsync_lat") == str(tmp_path / "fsync_lat")
 
 
 def test_percentile_and_interleaving():

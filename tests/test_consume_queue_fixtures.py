@@ -1,4 +1,4 @@
-"""Golden tests: consume queues of stores written by real RocketMQ brokers (../shared/fixtures).
+"""Golden tests: consume queues of stores written by real RocketMQ brokers (tests/data/fixtures).
 
 Every fixture is found by glob (hidden fixtures of the same shape exist) and copied before opening.
 The file backend, loaded and recovered, must give exactly what the real store answered after its own
