@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import pytest
 
 from store import Message, MessageStore
 from store.api import GetMessageStatus
+from tests.ack_log import AckWriter, kill_when
 from tests.engine_util import FakeClock, small_config
 from tests.fixtures_util import REPO_ROOT
 
@@ -49,7 +49,7 @@ def _level_count(levels: str) -> int:
 
 
 def _child(root: str, ack_path: str, levels: str, speed: int) -> None:
-    fd = os.open(ack_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    acks = AckWriter(ack_path)
     started_ms, started_s = time.time_ns() // 1_000_000, time.monotonic()
     clock = (lambda: started_ms + int((time.monotonic() - started_s) * 1000 * speed))
     store = MessageStore.open(_config(root, levels), clock_ms=clock)
@@ -58,42 +58,9 @@ def _child(root: str, ack_path: str, levels: str, speed: int) -> None:
         message = Message("RealT", b"%d" % n, queue_id=n % 3,
                           properties={"DELAY": str(n % count + 1)})
         if store.put_message(message).ok:
-            os.write(fd, b"a %d\n" % n)
-    os.write(fd, b"put-done\n")
-    end = time.monotonic() + DEADLINE_S
-    while time.monotonic() < end:
-        os.write(fd, b"d %d\n" % store.services.schedule.delivered_messages)
-        time.sleep(0.02)
-
-
-def _read_acks(path):
-    acked, delivered, done = set(), 0, False
-    try:
-        with open(path, "rb") as f:
-            lines = f.read().split(b"\n")[:-1]     # a torn last line is not an acknowledgement
-    except FileNotFoundError:
-        return acked, delivered, done
-    for line in lines:
-        if line.startswith(b"a "):
-            acked.add(int(line[2:]))
-        elif line.startswith(b"d "):
-            delivered = int(line[2:])
-        elif line == b"put-done":
-            done = True
-    return acked, delivered, done
-
-
-def _kill_when(writer, ack_path, ready) -> tuple[set, int]:
-    end = time.monotonic() + DEADLINE_S
-    while time.monotonic() < end:
-        acked, delivered, done = _read_acks(ack_path)
-        if ready(acked, delivered, done):
-            break
-        time.sleep(0.01)
-    writer.send_signal(signal.SIGKILL)
-    assert writer.wait(timeout=60) == -signal.SIGKILL
-    acked, delivered, _ = _read_acks(ack_path)
-    return acked, delivered
+            acks.acked(n)
+    acks.put_done()
+    acks.report_delivered(lambda: store.services.schedule.delivered_messages, DEADLINE_S)
 
 
 def _real_topic(store) -> dict[int, list[int]]:
@@ -121,10 +88,10 @@ def test_sigkill_loses_no_delayed_message(tmp_path, moment, levels, speed):
     writer = subprocess.Popen([sys.executable, os.path.abspath(__file__), root, ack_path, levels,
                                str(speed)], cwd=REPO_ROOT)
     if moment == "during_puts":
-        acked, _ = _kill_when(writer, ack_path, lambda a, d, done: len(a) >= 50 or done)
+        acked, _ = kill_when(writer, ack_path, lambda a, d, done: len(a) >= 50 or done, DEADLINE_S)
     else:
         wanted = 60 if moment == "after_deliveries" else 200
-        acked, delivered = _kill_when(writer, ack_path, lambda a, d, done: d >= wanted)
+        acked, delivered = kill_when(writer, ack_path, lambda a, d, done: d >= wanted, DEADLINE_S)
         assert delivered >= wanted, "the running service did not deliver within the deadline"
     assert acked
     persisted = os.path.exists(os.path.join(root, "config", "delayOffset.json"))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import pytest
 from store import Message, MessageStore
 from store.api import GetMessageStatus
 from store.meta.lockfile import create_abort
+from tests.ack_log import AckWriter, kill_when
 from tests.engine_util import FakeClock, small_config
 from tests.fixtures_util import REPO_ROOT
 
@@ -143,36 +143,16 @@ def test_a_torn_unit_is_cut_and_the_log_goes_on(tmp_path):
 
 
 def _child(root: str, ack_path: str) -> None:
-    fd = os.open(ack_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    acks = AckWriter(ack_path)
     started_ms, started_s = time.time_ns() // 1_000_000, time.monotonic()
     clock = (lambda: started_ms + int((time.monotonic() - started_s) * 1000 * SPEED))
     store = MessageStore.open(_config(root), clock_ms=clock)
     for n in range(MESSAGES):
         if store.put_message(_message(n, clock())).ok:
-            os.write(fd, b"a %d\n" % n)
+            acks.acked(n)
         time.sleep(0.002)
-    os.write(fd, b"put-done\n")
-    end = time.monotonic() + DEADLINE_S
-    while time.monotonic() < end:
-        os.write(fd, b"d %d\n" % store.services.timer.delivered_messages)
-        time.sleep(0.02)
-
-
-def _read_acks(path):
-    acked, delivered, done = set(), 0, False
-    try:
-        with open(path, "rb") as f:
-            lines = f.read().split(b"\n")[:-1]     # a torn last line is not an acknowledgement
-    except FileNotFoundError:
-        return acked, delivered, done
-    for line in lines:
-        if line.startswith(b"a "):
-            acked.add(int(line[2:]))
-        elif line.startswith(b"d "):
-            delivered = int(line[2:])
-        elif line == b"put-done":
-            done = True
-    return acked, delivered, done
+    acks.put_done()
+    acks.report_delivered(lambda: store.services.timer.delivered_messages, DEADLINE_S)
 
 
 @pytest.mark.slow
@@ -183,12 +163,7 @@ def test_sigkill_loses_no_timer(tmp_path, moment):
                               cwd=REPO_ROOT)
     ready = (lambda a, d, done: len(a) >= 100 or done) if moment == "during_puts" else \
         (lambda a, d, done: d >= 80)
-    end = time.monotonic() + DEADLINE_S
-    while time.monotonic() < end and not ready(*_read_acks(ack_path)):
-        time.sleep(0.01)
-    writer.send_signal(signal.SIGKILL)
-    assert writer.wait(timeout=60) == -signal.SIGKILL
-    acked, delivered, _ = _read_acks(ack_path)
+    acked, delivered = kill_when(writer, ack_path, ready, DEADLINE_S)
     assert acked
     if moment == "after_deliveries":
         assert delivered >= 80, "the running service did not deliver within the deadline"
