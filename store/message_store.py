@@ -11,7 +11,7 @@ import dataclasses
 import threading
 import time
 
-from store.api import GetMessageResult, GetMessageStatus, Message, PutMessageResult, PutMessageStatus
+from store.api import GetMessageResult, Message, PutMessageResult, PutMessageStatus
 from store.commitlog.commit_log import RecordTooLargeForSegment
 from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
 from store.commitlog.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
@@ -25,6 +25,7 @@ from store.inspect.live import StoreInspector
 from store.lookups import LookupsMixin
 from store.recovery.loader import open_parts
 from store.services.lifecycle import StoreServices
+from store.services.long_polling import pull_with_hold
 from store.timer.hook import TimerHookSettings, TimerRefused, rewrite_timer_message
 
 
@@ -76,6 +77,7 @@ class MessageStore(LookupsMixin):
         self.inspect.attach_admin(consumer_offsets=parts.consumer_offsets, topic_configs=parts.topics,
                                   checkpoint=parts.checkpoint, cleanup=self.services.cleanup)
         self.inspect.attach_scheduled(service=self.services.schedule)
+        self.inspect.attach_batch(parts.batch_queues)     # [5.x] batchconsumequeue/ views
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -300,47 +302,20 @@ class MessageStore(LookupsMixin):
         if self.closed:
             raise StoreClosedError("the store is closed")
         tag_filter = TagFilter.parse(tag_expression)
-        batch = self._batch_queue(topic, queue_id)
-        if batch is not False:          # [5.x] a batch topic (no long polling on it yet)
-            return pull_batch(batch, self.commit_log, queue_offset, max_msg_nums,
-                              accepts=tag_filter.accepts, limits=self._limits,
-                              max_total_msg_size=max_total_msg_size, decode=decode)
-        if long_poll_ms <= 0:
+
+        def pull(offset: int) -> GetMessageResult:
+            batch = self._batch_queue(topic, queue_id)
+            if batch is not False:          # [5.x] a batch topic
+                return pull_batch(batch, self.commit_log, offset, max_msg_nums,
+                                  accepts=tag_filter.accepts, limits=self._limits,
+                                  max_total_msg_size=max_total_msg_size, decode=decode)
             return get_message(
-                self.commit_log, self.consume_queues, topic, queue_id, queue_offset, max_msg_nums,
+                self.commit_log, self.consume_queues, topic, queue_id, offset, max_msg_nums,
                 tag_filter=tag_filter, limits=self._limits, known_queue=self.is_known_queue,
                 units_per_cq_file=self._units_per_cq_file,
                 max_total_msg_size=max_total_msg_size, decode=decode)
-        deadline = time.monotonic() + long_poll_ms / 1000.0
-        started = time.monotonic()
-        offset = queue_offset
-        while True:
-            result = get_message(
-                self.commit_log, self.consume_queues, topic, queue_id, offset, max_msg_nums,
-                tag_filter=tag_filter, limits=self._limits,
-                known_queue=self.is_known_queue,
-                units_per_cq_file=self._units_per_cq_file,
-                max_total_msg_size=max_total_msg_size, decode=decode)
-            waiting_status = result.status in (
-                GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.NO_MATCHED_MESSAGE) or (
-                result.status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE,
-                                  GetMessageStatus.NO_MATCHED_LOGIC_QUEUE) and offset == 0)
-            remaining_ms = (deadline - time.monotonic()) * 1000
-            if long_poll_ms <= 0 or not waiting_status or remaining_ms <= 0:
-                break
-            if result.status is GetMessageStatus.NO_MATCHED_MESSAGE:
-                offset = result.next_begin_offset   # skip what did not match, keep waiting
-                continue
-            self.services.hold.wait_for_arrival(topic, queue_id, offset, remaining_ms)
-            if self.closed:
-                break
-        waited_ms = int((time.monotonic() - started) * 1000)
-        if waited_ms and long_poll_ms > 0:
-            result = GetMessageResult(result.status, result.next_begin_offset, result.min_offset,
-                                      result.max_offset, result.messages,
-                                      result.suggest_pulling_from_slave, waited_ms,
-                                      result.skipped)
-        return result
+        return pull_with_hold(pull, self.services.hold, topic, queue_id, queue_offset,
+                              long_poll_ms, lambda: self.closed)
 
     def _note_topic(self, topic: str, queue_id: int) -> None:
         """Record a topic (and enough queues) in topics.json, as a broker's auto-create does."""

@@ -18,6 +18,9 @@ Two doors, one per situation an operator is in:
 |         | CRC judged (`StoreInspector.record_hex`, `raw.record_hex_views`; apache/rocketmq#9852)   |
 | `dledger_view` | `DLedgerViewsMixin` of `StoreInspector`: on a DLedger log, the 48-byte entry header |
 |         | around a record (index, term, pos, size, magic, CRCs) and the log's state             |
+| `batch_view` | `BatchViewsMixin` of `StoreInspector` [5.x]: batch consume queues (min/max in messages), |
+|         | a page of 46-byte units with every field and the record each points to judged, the |
+|         | check's findings on one queue; `AllQueues` puts batch queues into the admin views   |
 | `restart_plan` | `restart_plan()`: what a broker restart would do to a store left with `abort`     |
 |         | (4.9.7 `recoverAbnormally`): start segment, bytes and records cut, segments deleted,    |
 |         | queues cut or rebuilt, index files dropped; computed read-only                          |

@@ -97,7 +97,7 @@ class AdminViewsMixin:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int | None:
-        return self._time_of_unit(self._consume_queues.get_unit(topic, queue_id, queue_offset))
+        return self._time_of_unit(self._all_queues().get_unit(topic, queue_id, queue_offset))
 
     def _time_of_unit(self, unit) -> int | None:
         """Store time of the record a CQ unit points to; None without a unit or a readable record."""
@@ -107,6 +107,9 @@ class AdminViewsMixin:
         return value if value >= 0 else None
 
     def _queue_bytes(self, topic: str, queue_id: int, low: int, high: int) -> int:
+        batch_bytes = self._all_queues().batch_bytes(topic, queue_id)    # [5.x] a batch queue
+        if batch_bytes is not None:
+            return batch_bytes
         total = 0
         offset = low
         for _ in range(MAX_READS_PER_QUEUE):
@@ -122,7 +125,7 @@ class AdminViewsMixin:
 
     def _queues_by_topic(self) -> dict[str, list[int]]:
         by_topic: dict[str, list[int]] = {}
-        for topic, queue_id in sorted(self._consume_queues.queues()):
+        for topic, queue_id in self._all_queues().queues():     # with [5.x] batch queues
             by_topic.setdefault(topic, []).append(queue_id)
         return by_topic
 
@@ -134,7 +137,7 @@ class AdminViewsMixin:
         if self._topic_configs is not None:
             for name in self._topic_configs.topics():
                 by_topic.setdefault(name, [])
-        cq = self._consume_queues
+        cq = self._all_queues()
         rows = []
         for topic in sorted(by_topic):
             messages = size_bytes = 0
@@ -162,8 +165,9 @@ class AdminViewsMixin:
 
     def topic_status(self, topic: str) -> list[dict]:
         """Per queue of `topic` (sorted): min and max queue offset and the store time of the last
-        message (None when the queue is empty). [] for a topic without consume queues."""
-        cq = self._consume_queues
+        message (None when the queue is empty). [] for a topic without consume queues. A batch
+        topic's offsets count messages (`BatchConsumeQueue`)."""
+        cq = self._all_queues()
         rows = []
         for queue_id in self._queues_by_topic().get(topic, []):
             low, high = cq.get_min_offset(topic, queue_id), cq.get_max_offset(topic, queue_id)
@@ -198,7 +202,7 @@ class AdminViewsMixin:
         """Rows per (group, topic, queue) of the committed offsets (every group when None), plus the
         topic's other queues the group has not committed on; sorted by group, topic, queue."""
         by_topic = self._queues_by_topic()
-        cq = self._consume_queues
+        cq = self._all_queues()
         rows = []
         for (topic, owner), committed in sorted(self._offset_keys(), key=lambda kv: (kv[0][1], kv[0][0])):
             if group is not None and owner != group:
@@ -245,9 +249,10 @@ class AdminViewsMixin:
                     _utc_text(earliest)
         cleanup = self._cleanup
         ratio_of = cleanup.disk_ratio_of if cleanup is not None else None
+        queues = self._all_queues()
         totals = [(cq_max - cq_min) for cq_min, cq_max in
-                  ((self._consume_queues.get_min_offset(t, q), self._consume_queues.get_max_offset(t, q))
-                   for t, q in self._consume_queues.queues())]
+                  ((queues.get_min_offset(t, q), queues.get_max_offset(t, q))
+                   for t, q in queues.queues())]
         return {
             "commit_log_min_offset": min_offset, "commit_log_max_offset": max_offset,
             "wrote_offset": queue.max_wrote_offset(), "committed_offset": queue.max_offset(),
@@ -264,7 +269,7 @@ class AdminViewsMixin:
             "checkpoint_physic_msg_timestamp_ms": None if cp is None else cp.physic_msg_timestamp,
             "checkpoint_logics_msg_timestamp_ms": None if cp is None else cp.logics_msg_timestamp,
             "checkpoint_index_msg_timestamp_ms": None if cp is None else cp.index_msg_timestamp,
-            "topics": len({t for t, _q in self._consume_queues.queues()}),
+            "topics": len({t for t, _q in queues.queues()}),
             "queues": len(totals), "messages": sum(totals),
         }
 

@@ -25,6 +25,7 @@ the parts it is handed (no back-reference to the store) and returns plain values
 | `record_hex(phy_offset)`                | [5.x] a record's hex with its `__CRC32#` field marked    |
 | `is_dledger` / `dledger_entry(offset)`  | a DLedger log: the entry header around a record          |
 | `dledger_log()` / `log_dir()`           | the DLedger log's state; the log's directory             |
+| `batch_queues()` / `batch_units()`      | [5.x] batch consume queues, their units and records      |
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import numpy as np
 from store import kernel
 from store.errors import StoreError
 from store.inspect.admin_views import AdminViewsMixin
+from store.inspect.batch_view import BatchViewsMixin
 from store.inspect.dledger_view import DLedgerViewsMixin
 from store.inspect.record_hex import RecordHexView, record_hex_view
 from store.inspect.restart_plan import RestartPlanMixin
@@ -92,7 +94,7 @@ def native(array: np.ndarray | None) -> np.ndarray | None:
 
 
 class StoreInspector(AdminViewsMixin, ScheduledViewsMixin, TimerInspectMixin, RestartPlanMixin,
-                     DLedgerViewsMixin):
+                     DLedgerViewsMixin, BatchViewsMixin):
     """Read-only views of the parts of an opened store; see the module docstring."""
 
     def __init__(self, *, config, commit_log, consume_queues, index_service, recovery_report, reput):
