@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
+
+from store.api import GetMessageResult, GetMessageStatus
 
 BROKER_SUSPEND_TIMEOUT_MS_PUSH = 15_000   # Java push consumer
 BROKER_SUSPEND_TIMEOUT_MS_PULL = 20_000   # pull / lite-pull consumers
@@ -49,3 +52,43 @@ class PullRequestHoldService:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+
+def pull_with_hold(pull: Callable[[int], GetMessageResult], hold: PullRequestHoldService,
+                   topic: str, queue_id: int, queue_offset: int, long_poll_ms: int,
+                   is_closed: Callable[[], bool]) -> GetMessageResult:
+    """Run `pull(queue_offset)`; with `long_poll_ms` > 0, a pull that found nothing new parks on
+    `hold` until an arrival in (topic, queue_id) or the time is up, then pulls again.
+
+    Waits on: OFFSET_OVERFLOW_ONE and NO_MATCHED_MESSAGE (the broker's PULL_NOT_FOUND), and an
+    empty or unknown queue pulled from offset 0. NO_MATCHED_MESSAGE moves on to its next offset
+    without waiting (what did not match is skipped). The same loop serves ordinary, LMQ and [5.x]
+    batch queues: `pull` picks the queue each time (a batch queue appears with its first unit),
+    and arrivals carry a record's queue offset + 1 (for a batch record its base + 1), which is past
+    the offset a caught-up consumer waits at."""
+    if long_poll_ms <= 0:
+        return pull(queue_offset)
+    deadline = time.monotonic() + long_poll_ms / 1000.0
+    started = time.monotonic()
+    offset = queue_offset
+    while True:                # bounded by the deadline: each round waits or moves the offset
+        result = pull(offset)
+        waiting = result.status in (GetMessageStatus.OFFSET_OVERFLOW_ONE,
+                                    GetMessageStatus.NO_MATCHED_MESSAGE) or (
+            result.status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+                              GetMessageStatus.NO_MATCHED_LOGIC_QUEUE) and offset == 0)
+        remaining_ms = (deadline - time.monotonic()) * 1000
+        if not waiting or remaining_ms <= 0:
+            break
+        if result.status is GetMessageStatus.NO_MATCHED_MESSAGE:
+            offset = result.next_begin_offset      # skip what did not match, keep waiting
+            continue
+        hold.wait_for_arrival(topic, queue_id, offset, remaining_ms)
+        if is_closed():
+            break
+    waited_ms = int((time.monotonic() - started) * 1000)
+    if waited_ms:
+        result = GetMessageResult(result.status, result.next_begin_offset, result.min_offset,
+                                  result.max_offset, result.messages,
+                                  result.suggest_pulling_from_slave, waited_ms, result.skipped)
+    return result
