@@ -15,9 +15,9 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from tests.fixtures_util import REPO_ROOT, copy_store, fixture_dirs, fixture_id, load_dump  # noqa: E402
+from tests.app_util import MAIN, close_fixture_stores, ok, open_store, registry_cleanup, start, visit  # noqa: E402,F401
+from tests.fixtures_util import copy_store, fixture_dirs, fixture_id, load_dump  # noqa: E402
 
-MAIN = os.path.join(REPO_ROOT, "app", "main.py")
 HEADER = 48
 
 
@@ -31,45 +31,12 @@ PROP_CRC = [pytest.param(f, id=fixture_id(f)) for f in fixture_dirs()
             if _properties(f).get("enabledAppendPropCRC") == "true"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def registry_cleanup():
-    yield
-    from app.ui.state import get_registry
-    get_registry().close_all()
-    get_registry.clear()
-
-
-@pytest.fixture(autouse=True)
-def close_fixture_stores():
-    yield
-    from app.ui.state import get_registry
-    registry = get_registry()
-    for handle in registry.handles():
-        if handle.source_root != registry.sample_root:
-            registry.close(handle.key)
-
-
-def _ok(at: AppTest, where: str) -> None:
-    assert not at.exception, (where, [e.value for e in at.exception])
+pytestmark = pytest.mark.usefixtures("close_fixture_stores")
 
 
 def _open(root: str, properties: str, mode: str = "read-only") -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=90)
-    at.run()
-    at.text_input(key="picker_path").input(root)
-    at.radio(key="picker_mode").set_value(mode)
-    at.text_input(key="picker_props").input(properties)
-    [b for b in at.button if b.label == "Open"][0].click()
-    at.run()
-    _ok(at, "open")
+    at = open_store(start(timeout_s=90), root, mode, properties)
     assert at.session_state["store_key"] == f"{mode}:{os.path.realpath(root)}"
-    return at
-
-
-def _visit(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"../pages/{page}.py")
-    at.run()
-    _ok(at, page)
     return at
 
 
@@ -82,7 +49,7 @@ def _frame_with(at: AppTest, *columns: str):
 def _choose_record(at: AppTest, phy_offset: int) -> AppTest:
     at.selectbox(key="cl_record").set_value(phy_offset)
     at.run()
-    _ok(at, f"record {phy_offset}")
+    ok(at, f"record {phy_offset}")
     return at
 
 
@@ -97,7 +64,7 @@ def _crc_metric(at: AppTest):
 @pytest.mark.parametrize("fixture", DLEDGER)
 def test_dledger_record_browser_shows_each_records_entry(fixture, tmp_path):
     root = copy_store(fixture, str(tmp_path))
-    at = _visit(_open(root, os.path.join(fixture, "store.properties")), "commitlog")
+    at = visit(_open(root, os.path.join(fixture, "store.properties")), "commitlog")
     entries = {e["commitLogOffset"]: e for e in load_dump(fixture)["dledgerAfterStart"]["entries"]}
     rows = _frame_with(at, "phy_offset", "kind", "dledger_index", "term", "entry_pos", "entry_size")
     records = rows[rows["kind"] == "RECORD"]
@@ -112,7 +79,7 @@ def test_dledger_record_browser_shows_each_records_entry(fixture, tmp_path):
 @pytest.mark.parametrize("fixture", DLEDGER)
 def test_dledger_entry_header_beside_the_record_and_marked_in_the_bytes(fixture, tmp_path):
     root = copy_store(fixture, str(tmp_path))
-    at = _visit(_open(root, os.path.join(fixture, "store.properties")), "commitlog")
+    at = visit(_open(root, os.path.join(fixture, "store.properties")), "commitlog")
     entry = load_dump(fixture)["dledgerAfterStart"]["entries"][3]
     at = _choose_record(at, entry["commitLogOffset"])
     header = _frame_with(at, "dledger_index", "term", "entry_pos", "entry_size", "magic").iloc[0]
@@ -144,7 +111,7 @@ def test_dledger_entry_header_beside_the_record_and_marked_in_the_bytes(fixture,
 @pytest.mark.parametrize("fixture", DLEDGER)
 def test_overview_names_the_dledger_log(fixture, tmp_path):
     root = copy_store(fixture, str(tmp_path))
-    at = _visit(_open(root, os.path.join(fixture, "store.properties")), "overview")
+    at = visit(_open(root, os.path.join(fixture, "store.properties")), "overview")
     at.toggle(key="overview_live").set_value(False)
     at.run()
     settings = _frame_with(at, "setting", "value")
@@ -159,13 +126,13 @@ def test_recovery_lab_crashes_and_damages_a_dledger_copy(fixture, tmp_path):
     """Regression: the lab's damage step opened commitlog/<file> (FileNotFoundError on DLedger)."""
     root = copy_store(fixture, str(tmp_path / "src"))
     before = os.listdir(os.path.join(root))
-    at = _visit(_open(root, os.path.join(fixture, "store.properties")), "recovery_lab")
+    at = visit(_open(root, os.path.join(fixture, "store.properties")), "recovery_lab")
     assert any("DLedger log" in c.value for c in at.caption)
     at.number_input(key="lab_messages").set_value(3)
     at.selectbox(key="lab_damage").set_value("tear the last record")
     at.button[0].click()     # the form's submit button
     at.run()
-    _ok(at, "lab run")
+    ok(at, "lab run")
     assert not at.error, [e.value for e in at.error]
     report = _frame_with(at, "field", "value")
     fields = dict(zip(report["field"], report["value"]))
@@ -206,7 +173,7 @@ def _record_bytes(root: str, record: dict, segment_bytes: int) -> bytes:
 @pytest.mark.parametrize("fixture", PROP_CRC)
 def test_an_intact_record_shows_its_property_crc_recomputed_and_matching(fixture, tmp_path):
     root = copy_store(fixture, str(tmp_path))
-    at = _visit(_open(root, os.path.join(fixture, "store.properties")), "commitlog")
+    at = visit(_open(root, os.path.join(fixture, "store.properties")), "commitlog")
     record = _records(fixture)[2]
     at = _choose_record(at, record["commitLogOffset"])
     assert _crc_metric(at).value == "OK"
@@ -233,7 +200,7 @@ def test_a_record_failing_its_crc_shows_the_hex_with_the_field_marked(fixture, t
     lenient = tmp_path / "store.properties"
     lenient.write_text("".join(f"{k}={v}\n" for k, v in props.items() if k != "forceVerifyPropCRC")
                        + "forceVerifyPropCRC=false\n")
-    at = _choose_record(_visit(_open(root, str(lenient)), "commitlog"), record["commitLogOffset"])
+    at = _choose_record(visit(_open(root, str(lenient)), "commitlog"), record["commitLogOffset"])
     assert _crc_metric(at).value == "MISMATCH"
     row = _frame_with(at, "__CRC32# stored", "matches", "verdict").iloc[0]
     assert row["matches"] == "NO" and "does not match" in row["verdict"]
@@ -257,7 +224,7 @@ def test_the_record_that_ends_the_log_is_shown_with_its_crc_field(fixture, tmp_p
     root = copy_store(fixture, str(tmp_path))
     record = _records(fixture)[1]
     _damage_flag(root, record, int(props["mappedFileSizeCommitLog"]))
-    at = _visit(_open(root, os.path.join(fixture, "store.properties")), "commitlog")
+    at = visit(_open(root, os.path.join(fixture, "store.properties")), "commitlog")
     assert "The record where the log ends" in [h.value for h in at.header]
     assert any("fails its property CRC" in w.value for w in at.warning)
     (code,) = [c.value for c in at.code if "^^" in c.value]
@@ -271,12 +238,12 @@ def test_recovery_lab_on_the_default_sample_copy_still_runs():
     store too: flipped bytes in the last record are found by the abnormal recovery."""
     at = AppTest.from_file(MAIN, default_timeout=90)
     at.run()
-    at = _visit(at, "recovery_lab")
+    at = visit(at, "recovery_lab")
     at.number_input(key="lab_messages").set_value(3)
     at.selectbox(key="lab_damage").set_value("flip bytes in the last record")
     at.button[0].click()
     at.run()
-    _ok(at, "lab run")
+    ok(at, "lab run")
     assert not at.error, [e.value for e in at.error]
     fields = dict(zip(*(_frame_with(at, "field", "value")[c] for c in ("field", "value"))))
     assert fields["mode"] == "abnormal" and "commitlog" in fields["start_file"]

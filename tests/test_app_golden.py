@@ -15,53 +15,18 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from tests.app_util import close_fixture_stores, ok, open_store, registry_cleanup, start, visit  # noqa: E402,F401
 from tests.fixtures_util import REPO_ROOT, copy_store, fixture_dirs, fixture_id, load_dump  # noqa: E402
 
-MAIN = os.path.join(REPO_ROOT, "app", "main.py")
 LOOKUPS_PER_FIXTURE = 3
 
 
-@pytest.fixture(scope="module", autouse=True)
-def registry_cleanup():
-    yield
-    from app.ui.state import get_registry
-    get_registry().close_all()
-    get_registry.clear()
-
-
-@pytest.fixture(autouse=True)
-def close_fixture_stores():
-    """Each test closes the fixture copy it opened (the registry holds a bounded number of stores)."""
-    yield
-    from app.ui.state import get_registry
-    registry = get_registry()
-    for handle in registry.handles():
-        if handle.source_root != registry.sample_root:
-            registry.close(handle.key)
-
-
-def _ok(at: AppTest, where: str) -> None:
-    assert not at.exception, (where, [e.value for e in at.exception])
-
-
-def _visit(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"../pages/{page}.py")
-    at.run()
-    _ok(at, page)
-    return at
+pytestmark = pytest.mark.usefixtures("close_fixture_stores")
 
 
 def _open(fixture: str, tmp_path) -> tuple[AppTest, dict]:
     root = copy_store(fixture, str(tmp_path))
-    at = AppTest.from_file(MAIN, default_timeout=90)
-    at.run()
-    _ok(at, "start")
-    at.text_input(key="picker_path").input(root)
-    at.radio(key="picker_mode").set_value("read-only")
-    at.text_input(key="picker_props").input(os.path.join(fixture, "store.properties"))
-    [b for b in at.button if b.label == "Open"][0].click()
-    at.run()
-    _ok(at, "open")
+    at = open_store(start(timeout_s=90), root, "read-only", os.path.join(fixture, "store.properties"))
     assert at.session_state["store_key"] == f"read-only:{root}", "the fixture copy is the current store"
     return at, load_dump(fixture)
 
@@ -91,7 +56,7 @@ def test_overview_and_commitlog_match_the_dump(fixture, tmp_path):
     at, dump = _open(fixture, tmp_path)
     at.toggle(key="overview_live").set_value(False)
     at.run()
-    _ok(at, "overview")
+    ok(at, "overview")
     tiles = {m.label: m.value for m in at.metric}
     assert tiles["messages"] == f"{dump['totalMessages']:,}"
     assert tiles["queues"] == f"{len(dump['queues']):,}"
@@ -109,7 +74,7 @@ def test_overview_and_commitlog_match_the_dump(fixture, tmp_path):
              if t.get("type") == "scatter" and t.get("mode") == "markers"]
     assert f"reput<br>{log['maxPhyOffset']:,}" in lanes
 
-    _visit(at, "commitlog")
+    visit(at, "commitlog")
     segments = _frame_with(at, "name", "file_from_offset", "records")
     assert len(segments) == _commitlog_files(dump)
     assert int(segments["records"].sum()) == dump["totalMessages"]
@@ -127,7 +92,7 @@ def test_overview_and_commitlog_match_the_dump(fixture, tmp_path):
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_consumequeue_matches_the_dump(fixture, tmp_path):
     at, dump = _open(fixture, tmp_path)
-    _visit(at, "consumequeue")
+    visit(at, "consumequeue")
     queues = _frame_with(at, "topic", "queue_id", "min_offset", "max_offset")
     shown = {(r.topic, int(r.queue_id)): (int(r.min_offset), int(r.max_offset))
              for r in queues.itertuples()}
@@ -154,7 +119,7 @@ def test_consumequeue_matches_the_dump(fixture, tmp_path):
     # Jump by store time: the default is the queue's own first store time, not a pinned date.
     at.radio(key="cq_jump").set_value("store time")
     at.run()
-    _ok(at, "store time")
+    ok(at, "store time")
     first_ms = _first_store_ms(at, queue)
     if queue.get("earliestMessageTime", -1) > 0:
         assert first_ms == queue["earliestMessageTime"]
@@ -175,7 +140,7 @@ def _first_store_ms(at: AppTest, queue: dict) -> int:
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_index_and_health_match_the_dump(fixture, tmp_path):
     at, dump = _open(fixture, tmp_path)
-    _visit(at, "index_files")
+    visit(at, "index_files")
     index_files = sum(1 for f in dump["before"]["files"] if f["path"].startswith("index/"))
     if index_files:
         headers = _frame_with(at, "file", "index_count", "entries_used")
@@ -188,7 +153,7 @@ def test_index_and_health_match_the_dump(fixture, tmp_path):
         at.text_input(key="ix_key").input(query["key"])
         [b for b in at.button if b.label == "Walk the index"][0].click()
         at.run()
-        _ok(at, query["key"])
+        ok(at, query["key"])
         hits = sorted(h["commitLogOffset"] for h in query["hits"])
         found = sorted(int(v) for v in _frame_with(at, "phy_offset", "msg_id")["phy_offset"]) \
             if hits else []
@@ -200,7 +165,7 @@ def test_index_and_health_match_the_dump(fixture, tmp_path):
         walk = [s for s in charts if "Index walk" in s["layout"]["title"]["text"]]
         assert walk and f"{len(found)} match(es)" in walk[0]["layout"]["title"]["text"]
 
-    _visit(at, "health")
+    visit(at, "health")
     findings = [f.value for f in at.dataframe if "severity" in f.value.columns]
     rows = findings[0] if findings else None
     abort_rows = 0 if rows is None else \

@@ -13,32 +13,16 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app import groups_data  # noqa: E402
 from store.api import Message  # noqa: E402
-from tests.fixtures_util import (REPO_ROOT, copy_store, fixture_dirs, fixture_id, load_dump,  # noqa: E402
+from tests.app_util import button, open_store, registry_cleanup, start, visit  # noqa: E402,F401
+from tests.fixtures_util import (copy_store, fixture_dirs, fixture_id, load_dump,  # noqa: E402
                                  tree_fingerprint)
 
-MAIN = os.path.join(REPO_ROOT, "app", "main.py")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def registry_cleanup():
-    yield
-    from app.ui.state import get_registry
-    get_registry().close_all()
-    get_registry.clear()
-
-
-def start(path: str | None = None, properties: str = "", mode: str = "read-only") -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=60)
-    at.run()
+def start_page(path: str | None = None, properties: str = "", mode: str = "read-only") -> AppTest:
+    at = start()
     if path is not None:
-        at.text_input(key="picker_path").input(path)
-        at.radio(key="picker_mode").set_value(mode)
-        at.text_input(key="picker_props").input(properties)
-        [b for b in at.button if b.label == "Open"][0].click()
-        at.run()
-    at.switch_page("../pages/consumer_groups.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+        open_store(at, path, mode, properties)
+    visit(at, "consumer_groups")
     assert [t.value for t in at.title] == ["Consumer groups"]
     return at
 
@@ -47,15 +31,11 @@ def frame_with(at: AppTest, column: str):
     return [f.value for f in at.dataframe if column in f.value.columns]
 
 
-def button(at: AppTest, label: str):
-    return [b for b in at.button if b.label == label][0]
-
-
 @pytest.mark.parametrize("fixture", fixture_dirs(), ids=fixture_id)
 def test_lag_matches_the_real_store(fixture, tmp_path):
     root = copy_store(fixture, tmp_path / "ro")
     before = tree_fingerprint(root)
-    at = start(root, os.path.join(fixture, "store.properties"))
+    at = start_page(root, os.path.join(fixture, "store.properties"))
     assert not at.error, [e.value for e in at.error]
     dump = load_dump(fixture)
     if not dump["consumerOffsets"]:
@@ -99,7 +79,7 @@ def test_lag_matches_the_real_store(fixture, tmp_path):
 
 
 def _hosted_with_progress(topic: str):
-    at = start()
+    at = start_page()
     from app.ui.state import get_registry
     store = get_registry().get(at.session_state["store_key"]).store
     assert store.put_messages([Message(topic, f"m{n}".encode(), queue_id=0) for n in range(30)]).ok

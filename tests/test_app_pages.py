@@ -17,20 +17,13 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from store.api import Message  # noqa: E402
 from tests.fixtures_util import (REPO_ROOT, copy_store, fixture_dirs, fixture_id, load_dump,  # noqa: E402
                                  tree_fingerprint)
+from tests.app_util import registry_cleanup  # noqa: E402,F401
 
 MAIN = os.path.join(REPO_ROOT, "app", "main.py")
 SAMPLE = os.path.join(REPO_ROOT, "sample_store")
 PAGES = ["overview", "commitlog", "consumequeue", "index_files", "produce", "pull", "query",
          "browse", "topics", "consumer_groups", "recovery_lab", "health", "tour", "pipeline"]
 TITLES = {"index_files": "Index", "recovery_lab": "Recovery lab", "consumer_groups": "Consumer groups"}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def registry_cleanup():
-    yield
-    from app.ui.state import get_registry
-    get_registry().close_all()
-    get_registry.clear()
 
 
 def start_app() -> AppTest:

@@ -18,14 +18,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from tests.test_app_pages import (PAGES, SAMPLE, _fixture, _registry_handle, button, open_store,  # noqa: E402
                                   start_app, visit)
 from tests.fixtures_util import copy_store, load_dump  # noqa: E402
-
-
-@pytest.fixture(scope="module", autouse=True)
-def registry_cleanup():
-    yield
-    from app.ui.state import get_registry
-    get_registry().close_all()
-    get_registry.clear()
+from tests.app_util import registry_cleanup  # noqa: E402,F401
 
 
 def test_two_stores_named_store_stay_apart(tmp_path):

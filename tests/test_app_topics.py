@@ -13,32 +13,16 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from app import topics_data  # noqa: E402
 from app.times import human_bytes, human_ms  # noqa: E402
 from store.api import Message  # noqa: E402
-from tests.fixtures_util import (REPO_ROOT, copy_store, fixture_dirs, fixture_id, load_dump,  # noqa: E402
+from tests.app_util import open_store, registry_cleanup, start, visit  # noqa: E402,F401
+from tests.fixtures_util import (copy_store, fixture_dirs, fixture_id, load_dump,  # noqa: E402
                                  tree_fingerprint)
 
-MAIN = os.path.join(REPO_ROOT, "app", "main.py")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def registry_cleanup():
-    yield
-    from app.ui.state import get_registry
-    get_registry().close_all()
-    get_registry.clear()
-
-
-def start(path: str | None = None, properties: str = "") -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=60)
-    at.run()
+def start_page(path: str | None = None, properties: str = "") -> AppTest:
+    at = start()
     if path is not None:
-        at.text_input(key="picker_path").input(path)
-        at.radio(key="picker_mode").set_value("read-only")
-        at.text_input(key="picker_props").input(properties)
-        [b for b in at.button if b.label == "Open"][0].click()
-        at.run()
-    at.switch_page("../pages/topics.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+        open_store(at, path, "read-only", properties)
+    visit(at, "topics")
     assert [t.value for t in at.title] == ["Topics"]
     return at
 
@@ -52,7 +36,7 @@ def table(at: AppTest, first_column: str, index: int = 0):
 def test_topics_match_the_real_store(fixture, tmp_path):
     root = copy_store(fixture, tmp_path / "ro")
     before = tree_fingerprint(root)
-    at = start(root, os.path.join(fixture, "store.properties"))
+    at = start_page(root, os.path.join(fixture, "store.properties"))
     assert not at.error, [e.value for e in at.error]
     dump = load_dump(fixture)
     expected: dict[str, dict] = {}
@@ -95,7 +79,7 @@ def test_topics_match_the_real_store(fixture, tmp_path):
 
 
 def test_retry_and_dlq_topics_are_listed_apart_with_their_messages():
-    at = start()
+    at = start_page()
     from app.ui.state import get_registry
     store = get_registry().get(at.session_state["store_key"]).store
     for topic, body in (("%RETRY%OrderGroup", b'{"order": 1, "retry": true}'),

@@ -16,19 +16,12 @@ from app.scheduled_data import (build_delayed_message, chain_rows, format_countd
                                 wheel_figure, wheel_rows)
 from store.inspect.scheduled import DelayLevelView, ScheduledUnit
 from tests.fixtures_util import REPO_ROOT, copy_store, fixture_dirs, tree_fingerprint
+from tests.app_util import registry_cleanup  # noqa: E402,F401
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 MAIN = os.path.join(REPO_ROOT, "app", "main.py")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def registry_cleanup():
-    yield
-    from app.ui.state import get_registry
-    get_registry().close_all()
-    get_registry.clear()
 
 
 def visit_scheduled() -> AppTest:
