@@ -18,6 +18,7 @@ parser and `set_defaults(func=callable(args) -> int)`.
 |            | message queries and prints (`mqadmin_msgs`), topic, consumer, broker and    |
 |            | cleanup status (`mqadmin_status`)                                           |
 | `scheduled`| `queryTimerMsg`: the 5.x timer store's messages and their state             |
+| `batch`    | [5.x] batch consume queues: `batch-queues`, and `queryCq` on a batch topic   |
 
 May import: the facade (`store.message_store`, `store.api`, `store.config`, `store.errors`),
 `store.inspect`, `store.tools`, `store.check.run` (findings), `store.meta.lockfile` (to refuse while a
@@ -66,6 +67,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from store.cli.mqadmin import add_mqadmin_commands
     add_mqadmin_commands(subparsers, common)
     importlib.import_module("store.cli.scheduled").add_scheduled_commands(subparsers, common)
+    importlib.import_module("store.cli.batch").add_batch_commands(subparsers, common)
     _add_spark(subparsers, argv or [])
     return parser
 

@@ -219,6 +219,11 @@ def cmd_query_cq(args) -> int:
     if args.count < 1:
         raise UsageError("-c must be >= 1")
     with open_store(args, read_only=True) as store:
+        if store.inspect.is_batch_queue(args.topic, args.queue):    # [5.x] store/cli/batch.py
+            from store.cli.batch import query_batch_cq
+            committed = None if args.group is None else \
+                store.query_consumer_offset(args.group, args.topic, args.queue)
+            return query_batch_cq(args, store, committed)
         low = store.get_min_offset_in_queue(args.topic, args.queue)
         high = store.get_max_offset_in_queue(args.topic, args.queue)
         units = []
