@@ -6,6 +6,8 @@ import datetime as dt
 import streamlit as st
 
 from app import figures
+from app.batch_data import (batch_findings_table, batch_queue_table, batch_units_table,
+                            has_batch_queues)
 from app.overview_data import format_ms
 from app.paths import parse_int
 from app.queues_data import (default_jump_time, facts_rows, lag_table, queue_table,
@@ -79,6 +81,48 @@ if not queues.empty:
             st.caption("Each 20-byte unit: 8 bytes physical offset, 4 bytes size, 8 bytes tagsCode; "
                        "a unit never crosses a consume-queue file, so a page may stop early.")
             frame(units)
+
+if has_batch_queues(store):
+    st.header("Batch consume queues")
+    st.caption("[5.x] BatchConsumeQueue: one 46-byte unit per record of a batch topic (topics.json "
+               "queue.type=BatchCQ); a unit covers messages msgBaseOffset .. msgBaseOffset + "
+               "batchSize - 1, so offsets here count messages.")
+    batches = batch_queue_table(store)
+    frame(batches)
+    if not batches["batch_topic"].all():
+        st.warning("batch_topic False: topics.json does not make that topic a batch topic, so a "
+                   "broker does not serve those units.")
+    pairs = list(zip(batches["topic"], batches["queue_id"]))
+    cols = st.columns([3, 2, 1])
+    b_topic, b_queue = cols[0].selectbox("Batch queue", pairs,
+                                         format_func=lambda p: f"{p[0]} / {p[1]}", key="bcq_queue")
+    b_row = batches[(batches["topic"] == b_topic) & (batches["queue_id"] == b_queue)].iloc[0]
+    b_count = cols[2].number_input("Units", min_value=1, max_value=200, value=20, key="bcq_count")
+    try:
+        b_text = cols[1].text_input("Message offset", value=str(max(int(b_row["min_offset"]), 0)),
+                                    key=f"bcq_offset_{b_topic}_{b_queue}")
+        b_start = parse_int(b_text, "Message offset", minimum=0)
+        b_units, b_more = batch_units_table(store, b_topic, int(b_queue), b_start, int(b_count))
+    except EXPECTED_ERRORS as error:
+        user_error(error)
+    else:
+        st.caption("From the unit holding that message offset, following the files. Each unit: "
+                   "phyOffset 8, size 4, tagsCode 8, storeTime 8, msgBaseOffset 8, batchSize 2, "
+                   "compactedOffset 4 (written -1), reserved 4 bytes; the record it points to must "
+                   "be that size, of this queue, with INNER_BASE / INNER_NUM equal to the unit's.")
+        frame(b_units)
+        if b_more:
+            st.caption("More units follow: raise the count or start at a later offset.")
+    if st.button("Check this batch queue", key="bcq_check"):
+        try:
+            findings = batch_findings_table(store, b_topic, int(b_queue))
+        except EXPECTED_ERRORS as error:
+            user_error(error)
+        else:
+            if findings.empty:
+                st.success("The store check finds nothing wrong in this queue's files.")
+            else:
+                frame(findings)
 
 if backend == "defaultRocksDB":
     st.header("RocksDB")
