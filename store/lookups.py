@@ -19,6 +19,7 @@ from store.codec.message import (
 )
 from store.codec.msgid import decode_message_id
 from store.commitlog.earliest import earliest_message_time_5x
+from store.consumequeue.batch.by_time import check_batch_boundary
 from store.errors import MessageNotFoundError, StoreClosedError
 
 BOUNDARIES = ("nearest", "lower", "upper")
@@ -119,8 +120,16 @@ class LookupsMixin:
             return batch.max_offset() if batch is not None else 0
         return self.consume_queues.get_max_offset(topic, queue_id)
 
+    def _unit_of(self, topic: str, queue_id: int, queue_offset: int):
+        """The unit holding `queue_offset`: [5.x] of a batch topic, the unit of the record holding
+        that message (`BatchConsumeQueue.get`); else the consume queue's unit. None: none."""
+        batch = self._batch_queue(topic, queue_id)
+        if batch is not False:
+            return None if batch is None else batch.get_unit(queue_offset)
+        return self.consume_queues.get_unit(topic, queue_id, queue_offset)
+
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        unit = self.consume_queues.get_unit(topic, queue_id, queue_offset)
+        unit = self._unit_of(topic, queue_id, queue_offset)
         return unit.phy_offset if unit is not None else 0
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int,
@@ -129,10 +138,16 @@ class LookupsMixin:
 
         `boundary`: "nearest" (4.9.7, the default for 4.9 stores), "lower" (first message stored at
         or after the time; the 5.x default) or "upper" (last message stored at or before it).
+        [5.x] A batch topic's queue answers as `BatchConsumeQueue.getOffsetInQueueByTime` does
+        (lower/upper only; store.consumequeue.batch.by_time).
         """
         boundary = boundary or ("lower" if self.style == "5.x" else "nearest")
         if boundary not in BOUNDARIES:
             raise ValueError(f"boundary must be one of {BOUNDARIES}, not {boundary!r}")
+        batch = self._batch_queue(topic, queue_id)
+        if batch is not False:       # [5.x] a batch topic: store times of its units, message offsets
+            check_batch_boundary(boundary)
+            return 0 if batch is None else batch.offset_by_time(timestamp_ms, boundary)
         return self.consume_queues.get_offset_in_queue_by_time(
             topic, queue_id, timestamp_ms, boundary, self._store_time_reader())
 
@@ -213,7 +228,7 @@ class LookupsMixin:
         return buffer[position:position + size]
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        unit = self.consume_queues.get_unit(topic, queue_id, queue_offset)
+        unit = self._unit_of(topic, queue_id, queue_offset)
         if unit is None:
             return -1
         return self.commit_log.store_timestamp_at(unit.phy_offset, unit.size)

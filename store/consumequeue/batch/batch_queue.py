@@ -22,6 +22,7 @@ import numpy as np
 from store.codec.batch_cq_unit import (BATCH_CQ_UNIT_DTYPE, BATCH_CQ_UNIT_SIZE, BatchCqUnit,
                                        decode_batch_unit, encode_batch_unit, search_msg_offset,
                                        valid_prefix_units)
+from store.consumequeue.batch.by_time import check_batch_boundary, offset_by_time
 from store.errors import ConfigError, ReadOnlyStoreError
 from store.mappedfile.mapped_file_queue import MappedFileQueue
 
@@ -163,6 +164,16 @@ class BatchConsumeQueue:
                     return None
                 return decode_batch_unit(mapped.buffer, index * BATCH_CQ_UNIT_SIZE)
         return None
+
+    def offset_by_time(self, timestamp_ms: int, boundary: str) -> int:
+        """`ConsumeQueueStore.getOffsetInQueueByTime` on this queue (`store.consumequeue.batch.by_time`):
+        a message offset clamped into [min, max]; 0 for a queue without files (5.3.3 throws)."""
+        check_batch_boundary(boundary)
+        files = self.mapped_files.files
+        if not files:
+            return 0
+        result = offset_by_time(files, timestamp_ms, boundary)
+        return min(max(result, self.min_offset_in_queue), self.max_offset_in_queue)
 
     def close(self) -> None:
         self.mapped_files.close()
