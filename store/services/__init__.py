@@ -10,6 +10,7 @@
 | `schedule`      | `ScheduleMessageService` (4.9): delay levels delivered to their real topic |
 | `timer`         | `TimerService` (5.x): timer messages enqueued, delivered on time, flushed   |
 | `lifecycle`     | `StoreServices`: starting and stopping them in RocketMQ's order          |
+| `service_thread`| `ServiceThread`: a service's own loop thread, stopped by an event         |
 
 May import: the structures (`store.commitlog`, `store.consumequeue`, `store.index`, `store.meta`),
 `store.recovery`, `store.codec`, `store.kernel`, `store.api`, `store.errors`. Never the facade

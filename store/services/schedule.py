@@ -44,6 +44,7 @@ from store.codec.properties import encode_properties
 from store.commitlog.commit_log import RecordDraft, RecordTooLargeForSegment
 from store.commitlog.put_path import parse_delay_levels
 from store.errors import CorruptDataError, StoreError
+from store.services.service_thread import ServiceThread
 from store.meta.delay_offset import DelayOffsetTable
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ def build_delivery(record) -> tuple[bytearray, RecordDraft] | None:
     return encoded, draft
 
 
-class ScheduleMessageService:
+class ScheduleMessageService(ServiceThread):
     """One delivery walk per delay level over `SCHEDULE_TOPIC_XXXX`; see the module docstring.
 
     Built from parts, never the facade: `commit_log`, `consume_queues`, the `DelayOffsetTable`, the
@@ -128,6 +129,7 @@ class ScheduleMessageService:
 
     def __init__(self, *, commit_log, consume_queues, offsets, delay_levels_ms, clock_ms,
                  after_append, may_put, persist_interval_ms: int):
+        super().__init__()
         self.commit_log = commit_log
         self.consume_queues = consume_queues
         self.offsets = offsets
@@ -141,8 +143,6 @@ class ScheduleMessageService:
         self.delivered_messages = 0
         self._dirty = False
         self._pass_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.started = False
 
     @property
@@ -271,8 +271,7 @@ class ScheduleMessageService:
         if self.started:
             return
         self.started = True
-        self._thread = threading.Thread(target=self._run, name="ScheduleMessageService", daemon=True)
-        self._thread.start()
+        self._start_thread(self._run, "ScheduleMessageService")
 
     def _run(self) -> None:
         next_persist = time.monotonic() + FIRST_PERSIST_MS / 1000.0
@@ -292,12 +291,6 @@ class ScheduleMessageService:
                     log.exception("persisting delayOffset.json failed")
                 next_persist = time.monotonic() + self.persist_interval_ms / 1000.0
             self._stop.wait(pause_ms / 1000.0)
-
-    def _join(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
 
     def shutdown(self) -> None:
         """Stop the walk and persist the offsets (RocketMQ persists when the service ran)."""

@@ -47,6 +47,7 @@ from store.codec.javahash import java_string_hash
 from store.codec.javahash import tags_code as compute_tags_code
 from store.commitlog.commit_log import RecordDraft, RecordTooLargeForSegment
 from store.errors import CorruptDataError, StoreError
+from store.services.service_thread import ServiceThread
 from store.meta.timer_metrics import TimerMetricsFile
 from store.timer import hook
 from store.timer.codec import (MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, SLOTS_TOTAL,
@@ -67,11 +68,12 @@ class _Retry(Exception):
     """A put refused for a reason that passes (disk full): the caller stops and retries later."""
 
 
-class TimerService:
+class TimerService(ServiceThread):
     """See the module docstring. Built from parts: the commit log, the consume queues, the config,
     a clock (`clock_ms`, injectable), `after_append(appended, messages)` and `may_put()`."""
 
     def __init__(self, *, config, commit_log, consume_queues, clock_ms, after_append, may_put):
+        super().__init__()
         self.config = config
         self.commit_log = commit_log
         self.consume_queues = consume_queues
@@ -94,8 +96,6 @@ class TimerService:
         self.delivered_messages = self.enqueued_units = 0
         self.last_error: str | None = None
         self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._next_flush_ms = self._next_expire_ms = 0
         self.started = False
         # RocketMQ's shouldRunningDequeue: set once this store delivers (started, or a round run in
@@ -394,8 +394,7 @@ class TimerService:
             return
         self.started = self.dequeue_ran = True
         self.maybe_move_write_time()
-        self._thread = threading.Thread(target=self._run, name="TimerService", daemon=True)
-        self._thread.start()
+        self._start_thread(self._run, "TimerService")
 
     def _run(self) -> None:
         idle_s = 100 * self.precision_ms / 1000 / 1000.0       # waitForRunning(100 * precision / 1000)
@@ -407,12 +406,6 @@ class TimerService:
                 busy = False
             if not busy:
                 self._stop.wait(idle_s)
-
-    def _join(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
 
     def shutdown(self) -> None:
         """`TimerMessageStore.shutdown`: see the module docstring (the wheel is not flushed)."""
