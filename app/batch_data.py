@@ -13,10 +13,10 @@ MAX_UNITS_SHOWN = 200
 
 QUEUE_COLUMNS = ["topic", "queue_id", "files", "units", "min_offset", "max_offset", "messages",
                  "batch_topic", "first_store_time", "last_store_time"]
-UNIT_COLUMNS = ["queue_offsets", "msg_base_offset", "batch_size", "phy_offset", "size",
-                "tags_code", "store_time", "store_timestamp", "compacted_offset", "file",
-                "position", "record", "record_queue_offset", "inner_base", "inner_num",
-                "record_store_time", "valid", "problems", "unit_hex"]
+UNIT_COLUMNS = ["queue_offsets", "msg_base_offset", "batch_size", "valid", "problems", "record",
+                "store_time", "phy_offset", "size", "tags_code", "compacted_offset", "file",
+                "position", "record_queue_offset", "inner_base", "inner_num", "record_store_time",
+                "store_timestamp", "unit_hex"]
 FINDING_COLUMNS = ["severity", "file", "position", "message", "on_restart"]
 
 
