@@ -214,6 +214,8 @@ def _recover(config: StoreConfig, style: str, read_only: bool, last_exit_ok: boo
         # (DLedgerCommitLog.setConfirmOffset does nothing).
         checkpoint.confirm_phy_offset = report.last_record_offset
     consume_queues.correct_min_offset(commit_log.min_offset())
+    if batch_queues is not None:       # recoverOffsetTable: correctMinOffset on batch queues too
+        batch_queues.correct_min_offset(commit_log.min_offset())
     rebuild_queue_offset_table(commit_log, consume_queues, batch_queues)
     return report
 

@@ -1,5 +1,9 @@
 """Expiry of old files (spec §12): commit log segments, then the consume queues and index behind them.
 
+[5.x] Batch consume queues are cleaned with the others (5.3.3's `CleanConsumeQueueService` walks one
+consume-queue table holding every kind: `BatchConsumeQueue.deleteExpiredFile`, then its
+`correctMinOffset`); their files count in `consume_queue_files_deleted`.
+
 A commit-log segment (never the last one) is deleted when its file modification time is older than
 `fileReservedTime` hours and either the local hour is one of `deleteWhen`, the disk is fuller than
 `diskMaxUsedSpaceRatio`, or a manual clean was requested; above the "clean forcibly" ratio segments go
@@ -137,6 +141,8 @@ class CleanupService:
             self._last_min_offset = min_offset
             result.consume_queue_files_deleted = parts.consume_queues.delete_expired(min_offset)
             parts.consume_queues.correct_min_offset(min_offset)
+            if parts.batch_queues is not None:      # [5.x] batch queues: the same table
+                result.consume_queue_files_deleted += parts.batch_queues.delete_expired(min_offset)
             if parts.index_service is not None:
                 result.index_files_deleted = parts.index_service.delete_expired(min_offset)
         self.last_result = result

@@ -136,6 +136,48 @@ class BatchConsumeQueue:
         self.max_msg_phy_offset = -1 if last is None else last.phy_offset
         self._revise_min_max()
 
+    # -- expiry -----------------------------------------------------------------------------------
+
+    def delete_expired(self, commit_log_min_offset: int) -> int:
+        """`deleteExpiredFile`: `MappedFileQueue.deleteExpiredFileByOffset(min, 46)` (every file but
+        the last, oldest first, goes while it is full and its last unit's record starts below
+        `commit_log_min_offset`; the first one kept ends the walk), then `correctMinOffset`.
+        Returns the files deleted (read-only: forgotten in memory, nothing deleted on disk)."""
+        file_size = self.mapped_files.file_size_bytes
+        victims = []
+        for mapped in self.mapped_files.files[:-1]:          # never the last file
+            if mapped.read_position <= file_size - BATCH_CQ_UNIT_SIZE:
+                break           # selectMappedBuffer(size - 46) is null: "not executed forever"
+            if decode_batch_unit(mapped.buffer, file_size - BATCH_CQ_UNIT_SIZE).phy_offset >= \
+                    commit_log_min_offset:
+                break
+            victims.append(mapped)
+        if victims and self.read_only:
+            self.mapped_files.files = [f for f in self.mapped_files.files if f not in victims]
+            for mapped in victims:
+                mapped.close()
+        elif victims:
+            self.mapped_files.delete_files(victims)
+        self.correct_min_offset(commit_log_min_offset)
+        return len(victims)
+
+    def correct_min_offset(self, commit_log_min_offset: int) -> None:
+        """`correctMinOffset`: `reviseMinOffsetInQueue` (no file: min -1 and max 0; else the first
+        file's first base, -1 without units), then over the first file's units while their record
+        starts below `commit_log_min_offset`, min = that unit's base + batch size."""
+        first = self.mapped_files.first_file()
+        if first is None:
+            self.min_offset_in_queue, self.max_offset_in_queue = -1, 0
+            return
+        unit = self._first_unit_of(first)
+        self.min_offset_in_queue = -1 if unit is None else unit.msg_base_offset
+        units = self._units_of(first)
+        gone = units["phy_offset"] < commit_log_min_offset
+        below = len(units) if gone.all() else int(np.argmin(gone))      # the leading run
+        if below:
+            self.min_offset_in_queue = int(units["msg_base_offset"][below - 1]) + \
+                int(units["batch_size"][below - 1])
+
     # -- reading ----------------------------------------------------------------------------------
 
     def min_offset(self) -> int:

@@ -49,6 +49,22 @@ class BatchQueueStore:
             for queue in self._queues.values():
                 queue.truncate_dirty(phy_offset)
 
+    def delete_expired(self, commit_log_min_offset: int) -> int:
+        """`CleanConsumeQueueService`: every queue's `deleteExpiredFile` (batch queues are in the
+        same consume-queue table as the others); the files deleted."""
+        with self._lock:
+            return sum(queue.delete_expired(commit_log_min_offset)
+                       for queue in self._queues.values())
+
+    def correct_min_offset(self, commit_log_min_offset: int) -> None:
+        """`ConsumeQueueStore.recoverOffsetTable`: `correctMinOffset` on every queue at open."""
+        with self._lock:
+            for queue in self._queues.values():
+                queue.correct_min_offset(commit_log_min_offset)
+
+    def file_count(self) -> int:
+        return sum(len(queue.mapped_files.files) for queue in self._queues.values())
+
     def queues(self) -> list[tuple[str, int]]:
         return list(self._queues)
 
