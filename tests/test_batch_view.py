@@ -184,3 +184,36 @@ def test_a_unit_pointing_elsewhere(tmp_path):
         assert "is not the start of a record" in units[1].problems[0]
         messages = [f.message for f in store.inspect.batch_findings("B", 0)]
         assert any("the record belongs to T/0" in m for m in messages), messages
+
+
+def test_a_queue_without_units(tmp_path):
+    """Files whose first unit is invalid: recovery keeps no unit (min -1, max 0, as RocketMQ's
+    getMinOffsetInQueue / getMaxOffsetInQueue say); the admin views show an empty queue."""
+    config = make_batch_store(tmp_path / "s")
+    for index in (0, 1):
+        path = unit_path(config, index)
+        _write(path, 0, bytes(os.path.getsize(path)))
+    with MessageStore.open(config, read_only=True, start_services=False) as store:
+        [view] = store.inspect.batch_queues()
+        assert (view.units, view.min_offset, view.max_offset, view.messages) == (0, -1, 0, 0)
+        assert view.first_store_ms == view.last_store_ms == -1
+        [row] = store.inspect.topic_status("B")
+        assert (row["min_offset"], row["max_offset"], row["last_updated_ms"]) == (0, 0, None)
+        with pytest.raises(StoreError, match="no unit holds message offset 0; the queue has no units"):
+            store.inspect.batch_units("B", 0, 0, 5)
+
+
+def test_a_batch_queue_of_a_topic_topics_json_does_not_make_batch(tmp_path):
+    """The broker serves a topic's queues from batch queues only when topics.json says BatchCQ
+    (QueueTypeUtils.isBatchCq); a leftover batchconsumequeue/ directory is listed as not served."""
+    config = make_batch_store(tmp_path / "s")
+    with MessageStore.open(config, start_services=False) as store:
+        store._parts.topics.put_topic(TopicConfig("B"))      # queue.type back to the default
+        store._parts.topics.persist()
+    with MessageStore.open(config, read_only=True, start_services=False) as store:
+        [view] = store.inspect.batch_queues()
+        assert not view.batch_topic and view.max_offset == 16
+        assert not store.inspect.is_batch_queue("B", 0)
+        [row] = store.inspect.topic_status("B")
+        assert (row["min_offset"], row["max_offset"]) == (0, 0)    # what the broker serves
+        assert store.get_max_offset_in_queue("B", 0) == 0

@@ -123,3 +123,17 @@ def test_status_commands_show_a_batch_topic_in_messages(capsys, store_args):
     code, out, _ = run(capsys, "statsAll", "-t", "B", "--json", *args)
     [value] = json.loads(out)
     assert value["messages"] == 16
+
+
+def test_batch_queues_says_when_topics_json_does_not_serve_them(capsys, store_args):
+    config, args = store_args
+    from store import MessageStore
+    from store.meta.topic_config import TopicConfig
+    with MessageStore.open(config, start_services=False) as store:
+        store._parts.topics.put_topic(TopicConfig("B"))      # no queue.type=BatchCQ any more
+        store._parts.topics.persist()
+    code, out, _ = run(capsys, "batch-queues", *args)
+    assert code == 0 and out.splitlines()[1].split()[7] == "False"
+    assert "topics.json does not make the topic a batch topic" in out
+    code, out, _ = run(capsys, "queryCq", "-t", "B", "-q", "0", "-i", "0", *args)
+    assert code == 0 and "max: 0, min: 0" in out and "Batch" not in out    # served as SimpleCQ

@@ -210,7 +210,10 @@ class BatchViewsMixin:
             raise StoreError(f"{directory}: no batch consume queue {topic}/{queue_id} in this store")
         if not 1 <= max_units <= MAX_UNITS_PER_PAGE:
             raise StoreError(f"units per page must be 1..{MAX_UNITS_PER_PAGE}, got {max_units}")
-        if not view.min_offset <= queue_offset < view.max_offset or view.min_offset < 0:
+        if view.min_offset < 0 or view.units == 0:
+            raise StoreError(f"{directory}: no unit holds message offset {queue_offset}; the queue "
+                             f"has no units")
+        if not view.min_offset <= queue_offset < view.max_offset:
             raise StoreError(f"{directory}: no unit holds message offset {queue_offset}; the queue "
                              f"holds messages [{view.min_offset}, {view.max_offset})")
         queue = self._batch_queue(topic, queue_id)
