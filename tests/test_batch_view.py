@@ -217,3 +217,10 @@ def test_a_batch_queue_of_a_topic_topics_json_does_not_make_batch(tmp_path):
         [row] = store.inspect.topic_status("B")
         assert (row["min_offset"], row["max_offset"]) == (0, 0)    # what the broker serves
         assert store.get_max_offset_in_queue("B", 0) == 0
+
+
+def test_findings_say_when_the_check_was_capped(batch):
+    _config, store = batch
+    assert store.inspect.batch_findings("B", 0) == []
+    [note] = store.inspect.batch_findings("B", 0, max_units=2)
+    assert note.severity == "info" and "at most 2 units of the store's 6 batch units" in note.message

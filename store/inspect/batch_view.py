@@ -303,9 +303,16 @@ class BatchViewsMixin:
                                self.config.mapper_file_size_batch_consume_queue, view, scan, sink,
                                max_units=max_units)
         prefix = directory + os.sep
-        return [finding for finding in sink.result()
-                if finding.path is not None and (finding.path == directory or
-                                                 finding.path.startswith(prefix))]
+        found = [finding for finding in sink.result()
+                 if finding.path is not None and (finding.path == directory or
+                                                  finding.path.startswith(prefix))]
+        total = sum(view.units for view in self.batch_queues())
+        if total > max_units or sink.full:
+            found.append(Finding("info", "consumequeue", directory, None,
+                                 f"the check stopped early (at most {max_units} units of the "
+                                 f"store's {total} batch units, {MAX_FINDINGS} findings): units "
+                                 f"past that were not checked"))
+        return found
 
 
 def _locate(files, queue_offset: int) -> tuple[int, int] | None:
