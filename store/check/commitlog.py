@@ -20,6 +20,7 @@ import numpy as np
 from store.check.findings import Sink
 from store.codec import message as msgcodec
 from store.codec import prop_crc, record_check
+from store.consumequeue.lmq import PROPERTY_INNER_MULTI_DISPATCH
 from store.mappedfile.mapped_file import parse_file_name
 
 _INT = struct.Struct(">i")
@@ -166,6 +167,18 @@ class LogScan:
     last_store_timestamp: int = 0
     queue_ends: dict = field(default_factory=dict)   # (topic, queue_id) -> max queue offset + 1
     queue_starts: dict = field(default_factory=dict)  # (topic, queue_id) -> min queue offset
+    # Queued records whose properties name multi-dispatch queues (INNER_MULTI_DISPATCH): their
+    # LMQ units are checked for coverage like a record's own (store.check.consumequeue).
+    multi_dispatch: list = field(default_factory=list)
+
+    def note_queued(self, request) -> None:
+        """A record that gets a consume-queue unit (NOT / COMMIT transaction type)."""
+        key = (request.topic, request.queue_id)
+        self.queue_ends[key] = max(self.queue_ends.get(key, 0), request.consume_queue_offset + 1)
+        self.queue_starts[key] = min(self.queue_starts.get(key, 1 << 62),
+                                     request.consume_queue_offset)
+        if request.properties and PROPERTY_INNER_MULTI_DISPATCH in request.properties:
+            self.multi_dispatch.append(request)
 
     def is_record_start(self, phy_offset: int) -> bool | None:
         """True/False for offsets the walk covered, None beyond it (then only the fields can tell)."""
@@ -274,11 +287,7 @@ def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogSc
             scan.records += 1
             scan.last_store_timestamp = max(scan.last_store_timestamp, request.store_timestamp)
             if request.sys_flag & 0x0C in (0x00, 0x08):
-                key = (request.topic, request.queue_id)
-                scan.queue_ends[key] = max(scan.queue_ends.get(key, 0),
-                                           request.consume_queue_offset + 1)
-                scan.queue_starts[key] = min(scan.queue_starts.get(key, 1 << 62),
-                                             request.consume_queue_offset)
+                scan.note_queued(request)
             position += result.size
             if max_records is not None and scan.records >= max_records:
                 scan.capped = True

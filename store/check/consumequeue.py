@@ -15,7 +15,9 @@ from store.check.commitlog import CommitLogView, LogScan
 from store.check.findings import Sink
 from store.codec import record_check
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, PREFILL_SIZE
+from store.codec.topic import validate_topic
 from store.consumequeue.lmq import PROPERTY_INNER_MULTI_DISPATCH, lmq_requests
+from store.errors import InvalidTopicError
 from store.mappedfile.mapped_file import parse_file_name
 
 EXT_ADDRESS_MAX = -2_147_483_649        # tagsCode <= this is a ConsumeQueueExt address (§4.6)
@@ -291,8 +293,29 @@ def check_api_queues(consume_queues, view: CommitLogView, scan: LogScan, sink: S
     return ends
 
 
+def lmq_queue_spans(scan: LogScan, *, enable_lmq: bool) -> tuple[dict, dict]:
+    """The multi-dispatch queues the scanned records list (enableMultiDispatch), as
+    `(ends, starts)` like `LogScan.queue_ends` / `queue_starts`: what `multiDispatchLmqQueue`
+    gives each such queue (store.consumequeue.lmq.lmq_requests; names that are no legal topic get
+    no unit, as in dispatch)."""
+    ends: dict = {}
+    starts: dict = {}
+    for request in scan.multi_dispatch:
+        for extra in lmq_requests(request, request.properties, enable_lmq=enable_lmq):
+            key = (extra.topic, extra.queue_id)
+            if key not in ends:
+                try:
+                    validate_topic(extra.topic, allow_v2=True)
+                except InvalidTopicError:
+                    continue
+            ends[key] = max(ends.get(key, 0), extra.consume_queue_offset + 1)
+            starts[key] = min(starts.get(key, 1 << 62), extra.consume_queue_offset)
+    return ends, starts
+
+
 def check_dispatch_coverage(scan: LogScan, ends: dict, sink: Sink, *, unclean: bool = False,
-                            queue_dir: str | None = None) -> None:
+                            queue_dir: str | None = None, lmq: tuple[dict, dict] | None = None
+                            ) -> None:
     """Records in the log that their consume queue does not reach yet (dispatch behind), and
     records before a queue's first unit (its directory deleted, then restored by a restart).
 
@@ -301,10 +324,17 @@ def check_dispatch_coverage(scan: LogScan, ends: dict, sink: Sink, *, unclean: b
     dispatches only records past `maxPhyOffsetOfConsumeQueue`; after a crash `recoverAbnormally`
     re-dispatches from the checkpoint's segment only. A queue restored that way starts at its
     first re-dispatched record (`ConsumeQueue.fillPreBlank` units before it). An error after a
-    clean shutdown; a warning after a crash (the restart may bring some of them back)."""
-    for (topic, queue_id), log_end in sorted(scan.queue_ends.items()):
+    clean shutdown; a warning after a crash (the restart may bring some of them back).
+
+    `lmq`: `lmq_queue_spans` (enableMultiDispatch): the LMQ queues the records list are held to
+    the same rules (their units come from the same dispatch, and go the same way)."""
+    log_ends, log_starts = dict(scan.queue_ends), dict(scan.queue_starts)
+    for key, end in (lmq[0] if lmq else {}).items():
+        log_ends[key] = max(log_ends.get(key, 0), end)
+        log_starts[key] = min(log_starts.get(key, 1 << 62), lmq[1][key])
+    for (topic, queue_id), log_end in sorted(log_ends.items()):
         cq_end = ends.get((topic, queue_id))
-        log_start = min(scan.queue_starts.get((topic, queue_id), 0), log_end - 1)
+        log_start = min(log_starts.get((topic, queue_id), 0), log_end - 1)
         path = os.path.join(queue_dir, topic, str(queue_id)) if queue_dir else None
         if cq_end is None and path and os.path.isdir(os.path.join(
                 os.path.dirname(queue_dir), "batchconsumequeue", topic, str(queue_id))):

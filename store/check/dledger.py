@@ -105,10 +105,7 @@ def _note_record(buffer, position: int, header, scan: LogScan) -> None:
     request = result.request
     scan.last_store_timestamp = max(scan.last_store_timestamp, request.store_timestamp)
     if request.sys_flag & 0x0C in (0x00, 0x08):
-        key = (request.topic, request.queue_id)
-        scan.queue_ends[key] = max(scan.queue_ends.get(key, 0), request.consume_queue_offset + 1)
-        scan.queue_starts[key] = min(scan.queue_starts.get(key, 1 << 62),
-                                     request.consume_queue_offset)
+        scan.note_queued(request)
 
 
 def _check_entry(file, position: int, header, sink: Sink) -> None:

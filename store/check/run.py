@@ -30,7 +30,8 @@ import struct
 
 from store.check.batch import check_batch_queues
 from store.check.commitlog import CommitLogView, LogScan, check_segment_files, walk_commit_log
-from store.check.consumequeue import check_api_queues, check_dispatch_coverage, check_file_queues
+from store.check.consumequeue import (check_api_queues, check_dispatch_coverage, check_file_queues,
+                                     lmq_queue_spans)
 from store.check.dledger import check_dledger
 from store.check.findings import COMPONENTS, SEVERITIES, Finding, Sink, utc_text
 from store.check.index import check_index_dir
@@ -106,9 +107,11 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None) ->
             sink.add("info", "consumequeue", None, None,
                      "RocksDB consume queues are only checked on a store the engine can open")
         if ends is not None and not sink.full:
+            lmq = lmq_queue_spans(scan, enable_lmq=config.enable_lmq) \
+                if config.enable_multi_dispatch else None       # [5.x] LMQ units
             check_dispatch_coverage(scan, ends, sink, unclean=unclean,
                                     queue_dir=os.path.join(root, "consumequeue")
-                                    if config.store_type == "default" else None)
+                                    if config.store_type == "default" else None, lmq=lmq)
         if not sink.full:       # [5.x] batchconsumequeue/ (BatchConsumeQueue), when present
             _guarded(sink, "consumequeue", check_batch_queues, root,
                      config.mapper_file_size_batch_consume_queue, view, scan, sink,
