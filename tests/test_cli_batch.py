@@ -137,3 +137,32 @@ def test_batch_queues_says_when_topics_json_does_not_serve_them(capsys, store_ar
     assert "topics.json does not make the topic a batch topic" in out
     code, out, _ = run(capsys, "queryCq", "-t", "B", "-q", "0", "-i", "0", *args)
     assert code == 0 and "max: 0, min: 0" in out and "Batch" not in out    # served as SimpleCQ
+
+
+def test_dump_batch_consume_queue_reads_the_files(capsys, store_args):
+    config, args = store_args
+    code, out, _ = run(capsys, "dump", "batch-consume-queue", "--topic", "B", "--queue", "0",
+                       "--start", "5", "--json", "--verify", *args)
+    value = json.loads(out)
+    assert code == 0 and value["kind"] == "batch-consume-queue" and not value["truncated"]
+    assert [r["msgBaseOffset"] for r in value["rows"]] == BASES[2:]      # 4..8 holds 5
+    assert all(r["valid"] and r["recovered"] and r["compactedOffset"] == -1 for r in value["rows"])
+    path = unit_path(config)
+    with open(path, "r+b") as handle:
+        handle.seek(46 + 36)                         # unit 1: batchSize 2 (its INNER_NUM is 1)
+        handle.write((2).to_bytes(2, "big"))
+        handle.seek(2 * 46 + 36)                     # unit 2: batchSize 0, recovery stops there
+        handle.write((0).to_bytes(2, "big"))
+    code, out, _ = run(capsys, "dump", "batch-consume-queue", "--topic", "B", "--queue", "0",
+                       "--json", "--verify", *args)
+    rows = json.loads(out)["rows"]
+    assert code == 1                                            # an invalid unit, like dump --verify
+    assert [r["recovered"] for r in rows] == [True, True, False, False, False, False]
+    assert rows[1]["problem"] == "batchSize 2 but the record's INNER_NUM is 1"
+    assert rows[2]["problem"] == "batchSize 0 but the record's INNER_NUM is 5"
+    code, _out, err = run(capsys, "dump", "batch-consume-queue", "--topic", "X", "--queue", "0",
+                          *args)
+    assert code == 2 and err.strip() == "rmqstore: error: no batch consume queue directory " + \
+        os.path.join(config.store_path_root_dir, "batchconsumequeue", "X", "0")
+    code, _out, err = run(capsys, "dump", "batch-consume-queue", "--topic", "B", *args)
+    assert code == 2 and "needs --topic and --queue" in err

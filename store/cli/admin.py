@@ -29,6 +29,12 @@ def cmd_dump(args) -> int:
     elif args.kind == "records":
         rows = dump_records(config, start_phy_offset=args.start or 0, limit=wanted,
                             verify=args.verify)
+    elif args.kind == "batch-consume-queue":     # [5.x] store.inspect.batch_raw
+        if args.topic is None or args.queue is None:
+            raise UsageError("dump batch-consume-queue needs --topic and --queue")
+        from store.inspect.batch_raw import dump_batch_units
+        rows = dump_batch_units(config, args.topic, args.queue, start_queue_offset=args.start or 0,
+                                limit=wanted, verify=args.verify)
     elif args.kind == "consume-queue":
         if args.topic is None or args.queue is None:
             raise UsageError("dump consume-queue needs --topic and --queue")
@@ -205,16 +211,17 @@ def cmd_convert_cq(args) -> int:
 
 def add_admin_commands(subparsers, common) -> None:
     p = subparsers.add_parser("dump", parents=[common], help="raw records / CQ units / index entries")
-    p.add_argument("kind", choices=("records", "consume-queue", "index"))
+    p.add_argument("kind", choices=("records", "consume-queue", "batch-consume-queue", "index"))
     p.add_argument("--topic")
     p.add_argument("--queue", type=int)
     p.add_argument("--file", help="index file name (default: every file)")
-    p.add_argument("--start", type=int, help="phy offset / queue offset / entry number to start at")
+    p.add_argument("--start", type=int, help="phy offset / queue offset (batch: message offset) / "
+                                              "entry number to start at")
     p.add_argument("--limit", type=int, default=DUMP_LIMIT_DEFAULT)
     p.add_argument("--verify", action="store_true",
                    help="records: BODYCRC, PHYSICALOFFSET and [5.x] the __CRC32# property CRC "
                         "(a failing record's bytes are printed, its CRC field marked); consume-queue: units point at their "
-                        "records; index: entries point at records with that key hash, prevIndex "
+                        "records ([5.x] batch-consume-queue: size, topic/queue, INNER_BASE/INNER_NUM); index: entries point at records with that key hash, prevIndex "
                         "links stay in the slot (adds valid/problem; exit 1 if any is invalid)")
     p.set_defaults(handler=cmd_dump)
 

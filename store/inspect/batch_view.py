@@ -33,7 +33,7 @@ from store.codec.batch_cq_unit import BATCH_CQ_UNIT_DTYPE, BATCH_CQ_UNIT_SIZE, s
 from store.errors import StoreError
 
 __all__ = ["AllQueues", "BatchQueueView", "BatchUnitView", "BatchUnitsPage", "BatchViewsMixin",
-           "MAX_UNITS_PER_PAGE"]
+           "MAX_UNITS_PER_PAGE", "record_problems"]
 
 MAX_UNITS_PER_PAGE = 1000          # `batch_units` returns at most this many units
 MAX_CHECK_UNITS = 200_000          # `batch_findings` checks at most this many units of the store
@@ -271,20 +271,12 @@ class BatchViewsMixin:
             return out
         request = result.request
         properties = request.properties or {}
-        inner_base, inner_num = properties.get(PROPERTY_INNER_BASE), properties.get(PROPERTY_INNER_NUM)
-        problems = []
-        if result.size != size:
-            problems.append(f"size {size} but the record is {result.size} bytes")
-        if (request.topic, request.queue_id) != (topic, queue_id):
-            problems.append(f"the record belongs to {request.topic}/{request.queue_id}")
-        if inner_base is not None and inner_base != str(base):
-            problems.append(f"msgBaseOffset {base} but the record's INNER_BASE is {inner_base}")
-        if inner_num is not None and inner_num != str(batch):
-            problems.append(f"batchSize {batch} but the record's INNER_NUM is {inner_num}")
         out.update(record_topic=request.topic, record_queue_id=request.queue_id,
                    record_queue_offset=request.consume_queue_offset,
-                   record_store_timestamp=request.store_timestamp, record_inner_base=inner_base,
-                   record_inner_num=inner_num, problems=tuple(problems))
+                   record_store_timestamp=request.store_timestamp,
+                   record_inner_base=properties.get(PROPERTY_INNER_BASE),
+                   record_inner_num=properties.get(PROPERTY_INNER_NUM),
+                   problems=tuple(record_problems(result, topic, queue_id, size, base, batch)))
         return out
 
     # -- check -----------------------------------------------------------------------------------
@@ -313,6 +305,28 @@ class BatchViewsMixin:
                                  f"store's {total} batch units, {MAX_FINDINGS} findings): units "
                                  f"past that were not checked"))
         return found
+
+
+def record_problems(result, topic: str, queue_id: int, size: int, base: int, batch: int) -> list[str]:
+    """What is wrong with a unit (`size`, msgBaseOffset `base`, batchSize `batch`) of queue
+    (topic, queue_id) given RocketMQ's check of the record at its phyOffset (`CheckResult`), by
+    `store.check.batch`'s rules; [] when nothing is."""
+    if result is None or result.kind != record_check.CHECK_RECORD:
+        return ["phyOffset is not the start of a record that passes RocketMQ's check "
+                "(checkMessageAndReturnSize, with CRC)"]
+    request = result.request
+    properties = request.properties or {}
+    inner_base, inner_num = properties.get(PROPERTY_INNER_BASE), properties.get(PROPERTY_INNER_NUM)
+    problems = []
+    if result.size != size:
+        problems.append(f"size {size} but the record is {result.size} bytes")
+    if (request.topic, request.queue_id) != (topic, queue_id):
+        problems.append(f"the record belongs to {request.topic}/{request.queue_id}")
+    if inner_base is not None and inner_base != str(base):
+        problems.append(f"msgBaseOffset {base} but the record's INNER_BASE is {inner_base}")
+    if inner_num is not None and inner_num != str(batch):
+        problems.append(f"batchSize {batch} but the record's INNER_NUM is {inner_num}")
+    return problems
 
 
 def _locate(files, queue_offset: int) -> tuple[int, int] | None:
