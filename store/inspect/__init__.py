@@ -21,6 +21,7 @@ Two doors, one per situation an operator is in:
 | `batch_view` | `BatchViewsMixin` of `StoreInspector` [5.x]: batch consume queues (min/max in messages), |
 |         | a page of 46-byte units with every field and the record each points to judged, the |
 |         | check's findings on one queue; `AllQueues` puts batch queues into the admin views   |
+| `batch_raw` | [5.x] a batch queue's units as its files hold them (`rmqstore dump batch-consume-queue`) |
 | `restart_plan` | `restart_plan()`: what a broker restart would do to a store left with `abort`     |
 |         | (4.9.7 `recoverAbnormally`): start segment, bytes and records cut, segments deleted,    |
 |         | queues cut or rebuilt, index files dropped; computed read-only                          |
