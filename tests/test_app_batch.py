@@ -131,3 +131,14 @@ def test_data_functions(tmp_path):
         assert list(frame["msg_base_offset"]) == [4, 9] and more
         frame, more = batch_units_table(store, "B", 0, 15, 500)      # capped at 200, none more
         assert list(frame["msg_base_offset"]) == [15] and not more
+
+
+def test_topics_page_counts_a_batch_topic_in_messages(tmp_path):
+    config, properties = _store(tmp_path)
+    at = _page(config.store_path_root_dir, properties)
+    at.switch_page("../pages/topics.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    rows = {row["topic"]: row for row in _frame_with(at, "messages")}
+    assert (rows["B"]["queues"], rows["B"]["messages"]) == (1, 16)
+    assert rows["T"]["messages"] == 1
