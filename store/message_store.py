@@ -65,7 +65,8 @@ class MessageStore(LookupsMixin):
             cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
             cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk,
             cfg.access_message_in_memory_max_ratio, total_physical_memory_bytes())
-        self._units_per_cq_file = cfg.mapped_file_size_consume_queue // 20
+        self._units_per_cq_file = cfg.mapped_file_size_consume_queue // 20 \
+            if cfg.store_type == "default" else 0       # RocksDB: no files (rollNextFile 0)
         self._close_lock = threading.Lock()
         self._noted_queues: set[tuple[str, int]] = set()
         self.services = StoreServices(parts, confirm_offset_of=self.confirm_offset)
@@ -199,9 +200,11 @@ class MessageStore(LookupsMixin):
             if message.topic != sent.topic and (sent.topic, sent.queue_id) not in self._noted_queues:
                 # The broker creates the topic it was sent to before the hook moves the message.
                 self._note_topic(sent.topic, sent.queue_id)
-        if self._batch_queue(message.topic, message.queue_id) is not False:
+        batch = self._batch_queue(message.topic, message.queue_id)
+        if batch is not False or (self.config.store_type != "default" and self.style == "5.x"
+                                  and self.topics.is_batch_topic(message.topic)):   # RocksDB
             return put_batch_topic(message, self.commit_log.queue_offsets, self._batch_lock,
-                                   self._put_one)
+                                   self._put_one, batch_queue=batch is not False)
         lmq_names = self._lmq.names_of(message.topic, message.properties) \
             if self._lmq is not None else None
         if lmq_names is None:

@@ -22,6 +22,7 @@ from store.mappedfile.mapped_file import parse_file_name
 
 EXT_ADDRESS_MAX = -2_147_483_649        # tagsCode <= this is a ConsumeQueueExt address (§4.6)
 UNITS_PER_API_READ = 1024
+PROPERTY_INNER_NUM = "INNER_NUM"       # MessageConst
 
 
 def _queue_id(name: str) -> int | None:
@@ -262,9 +263,29 @@ def _check_queue_dir(topic, queue_id, queue_dir, file_size, checker: UnitChecker
     return files[end_file][1] // CQ_UNIT_SIZE + end_index
 
 
+def _batch_gap_end(view: CommitLogView, units, queue_offset: int) -> int | None:
+    """[5.x] A batch topic on RocksDB: its record of INNER_NUM n at key q has the next one at
+    q + n (`CommitLog.getMessageNum`; store.consumequeue.batch.put), so keys q+1..q+n-1 are absent
+    by design. The key after the gap that starts at `queue_offset` (the last unit read ends just
+    before it), None when the last record explains no gap (then the gap is damage)."""
+    if units is None or not len(units):
+        return None
+    result = view.check_at(int(units["phy_offset"][-1]))
+    request = result.request if result.kind == record_check.CHECK_RECORD else None
+    if request is None or request.properties is None:
+        return None
+    try:
+        count = int(request.properties.get(PROPERTY_INNER_NUM, "1"))
+    except ValueError:
+        return None
+    end = queue_offset - 1 + count
+    return end if end > queue_offset else None
+
+
 def check_api_queues(consume_queues, view: CommitLogView, scan: LogScan, sink: Sink, *,
-                     unclean: bool, max_units: int | None) -> dict:
-    """RocksDB (or any backend): walk every queue through the ConsumeQueueStore protocol."""
+                     unclean: bool, max_units: int | None, is_batch_topic=None) -> dict:
+    """RocksDB (or any backend): walk every queue through the ConsumeQueueStore protocol.
+    `is_batch_topic(topic)`: [5.x] batch topics, whose keys have gaps (`_batch_gap_end`)."""
     ends: dict = {}
     budget = [max_units if max_units is not None else 1 << 62]
     checker = UnitChecker(view, scan, sink, unclean=unclean, budget=budget)
@@ -274,9 +295,17 @@ def check_api_queues(consume_queues, view: CommitLogView, scan: LogScan, sink: S
         ends[(topic, queue_id)] = high
         previous_phy = -1
         queue_offset = low
+        batch = is_batch_topic is not None and is_batch_topic(topic)
+        units = None
         while queue_offset < high and budget[0] > 0 and not sink.full:
+            last_units = units
             units = consume_queues.get_units(topic, queue_id, queue_offset,
                                              min(UNITS_PER_API_READ, high - queue_offset))
+            if (units is None or len(units) == 0) and batch:
+                gap_end = _batch_gap_end(view, last_units, queue_offset)
+                if gap_end is not None:
+                    queue_offset = gap_end
+                    continue
             if units is None or len(units) == 0:
                 sink.add("error", "consumequeue", None, None,
                          f"{topic}/{queue_id}: no units readable at queue offset {queue_offset} "

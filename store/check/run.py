@@ -101,7 +101,8 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None) ->
                             unclean=unclean, max_units=max_records)
         elif store is not None:
             ends = _guarded(sink, "consumequeue", check_api_queues, store.consume_queues, view,
-                            scan, sink, unclean=unclean, max_units=max_records)
+                            scan, sink, unclean=unclean, max_units=max_records,
+                            is_batch_topic=store.topics.is_batch_topic)
         else:
             ends = None
             sink.add("info", "consumequeue", None, None,

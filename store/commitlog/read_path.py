@@ -166,8 +166,9 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
         data = _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
                            window_units, max_offset)
     if data is None:
-        # rollNextFile: the first queue offset of the next consume-queue file.
-        next_file_offset = queue_offset + units_per_cq_file - queue_offset % units_per_cq_file
+        # rollNextFile: the next CQ file's first offset; RocksDB (units_per_cq_file 0): 0 (5.3.3)
+        next_file_offset = units_per_cq_file and \
+            queue_offset + units_per_cq_file - queue_offset % units_per_cq_file
         return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, next_file_offset, min_offset, max_offset)
     count = len(data) // CQ_UNIT_SIZE
     more = (lambda: _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
