@@ -166,3 +166,22 @@ def test_dump_batch_consume_queue_reads_the_files(capsys, store_args):
         os.path.join(config.store_path_root_dir, "batchconsumequeue", "X", "0")
     code, _out, err = run(capsys, "dump", "batch-consume-queue", "--topic", "B", *args)
     assert code == 2 and "needs --topic and --queue" in err
+
+
+def test_message_commands_find_a_batch_topic_queue(capsys, store_args):
+    """Regression: printMsg / print-msg listed queues through the facade's queues() (ordinary consume
+    queues only: "topic 'B' has no consume queue"), queryMsgByOffset read an ordinary unit ("no
+    unit at queue offset 10"). On a batch queue a message offset reads the record holding it."""
+    _config, args = store_args
+    code, out, err = run(capsys, "printMsg", "-t", "B", "-d", "false", *args)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0].startswith("minOffset=0, maxOffset=16, MessageQueue [topic=B")
+    assert [line.split("queueOffset=")[1].split(",")[0] for line in out.splitlines()[1:]] == \
+        [str(base) for base in BASES]
+    code, out, _ = run(capsys, "print-msg", "B", "--json", *args)
+    assert code == 0 and [m["queueOffset"] for m in json.loads(out)["messages"]] == BASES
+    code, out, _ = run(capsys, "queryMsgByOffset", "-t", "B", "-i", "0", "-o", "10", "--json", *args)
+    value = json.loads(out)
+    assert code == 0 and value["queueOffset"] == 9 and value["properties"]["INNER_NUM"] == "2"
+    code, _out, err = run(capsys, "queryMsgByOffset", "-t", "B", "-i", "0", "-o", "16", *args)
+    assert code == 2 and "no unit at queue offset 16 (min 0, max 16)" in err

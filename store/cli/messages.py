@@ -103,7 +103,7 @@ def cmd_pull(args) -> int:
             result = store.get_message(args.group, args.topic, args.queue, offset, args.max,
                                        tag_expression=args.tags, long_poll_ms=args.long_poll_ms)
         except CorruptDataError as error:
-            cq_file, position = _unit_location(store.config, args.topic, args.queue, offset)
+            cq_file, position = _unit_location(store, args.topic, args.queue, offset)
             raise CorruptDataError(
                 error.path, error.position,
                 f"{error.reason} (pulling {args.topic}/{args.queue} from queue offset {offset}: a "
@@ -235,7 +235,8 @@ def cmd_query_by_offset(args) -> int:
     with open_store(args, read_only=args.read_only) as store:
         phy_offset = args.phy_offset
         if phy_offset is None:
-            unit = store.consume_queues.get_unit(args.topic, args.queue, args.offset)
+            # [5.x] on a batch topic: the unit of the record holding that message (a pull there)
+            unit = store.inspect.served_unit(args.topic, args.queue, args.offset)
             if unit is None:
                 raise UsageError(f"{args.topic}/{args.queue} has no unit at queue offset "
                                  f"{args.offset} (min {store.get_min_offset_in_queue(args.topic, args.queue)}, "
@@ -244,8 +245,7 @@ def cmd_query_by_offset(args) -> int:
             try:
                 record = store.look_message_by_offset(phy_offset)
             except MessageNotFoundError as error:
-                cq_file, position = _unit_location(store.config, args.topic, args.queue,
-                                                   args.offset)
+                cq_file, position = _unit_location(store, args.topic, args.queue, args.offset)
                 raise MessageNotFoundError(
                     f"{error}: the unit at byte {position} of {cq_file} points there, so the "
                     f"consume queue is damaged; rmqstore recover --store "
@@ -256,8 +256,14 @@ def cmd_query_by_offset(args) -> int:
     return 0
 
 
-def _unit_location(config, topic: str, queue_id: int, queue_offset: int) -> tuple[str, int]:
-    """(file, byte position) of a file consume queue's unit (20 bytes a unit)."""
+def _unit_location(store, topic: str, queue_id: int, queue_offset: int) -> tuple[str, int]:
+    """(file, byte position) of the unit: a file consume queue's (20 bytes a unit), or [5.x] the
+    batch queue's unit holding that message."""
+    config = store.config
+    if store.inspect.is_batch_queue(topic, queue_id):
+        unit = store.inspect.batch_units(topic, queue_id, queue_offset, 1).units[0]
+        return os.path.join(config.batch_consume_queue_dir, topic, str(queue_id),
+                            unit.file_name), unit.position
     file_size = config.mapped_file_size_consume_queue
     byte = queue_offset * 20
     start = byte - byte % file_size
@@ -275,7 +281,7 @@ def cmd_print_msg(args) -> int:
     found = []
     truncated = False
     with open_store(args, read_only=args.read_only) as store:
-        queues = [q for t, q in store.queues() if t == args.topic]
+        queues = [q for t, q in store.inspect.served_queue_keys() if t == args.topic]   # [5.x] batch
         for queue_id in queues:
             offset = store.get_offset_in_queue_by_time(args.topic, queue_id, begin, "lower") \
                 if begin > 0 else store.get_min_offset_in_queue(args.topic, queue_id)

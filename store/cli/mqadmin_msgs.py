@@ -160,7 +160,7 @@ def cmd_print_msg(args) -> int:
         raise UsageError("--max must be >= 1")
     out, truncated = [], False
     with open_store(args, read_only=True) as store:
-        queues = sorted(q for t, q in store.queues() if t == args.topic)
+        queues = [q for t, q in store.inspect.served_queue_keys() if t == args.topic]   # [5.x] batch
         if not queues:
             raise UsageError(f"topic {args.topic!r} has no consume queue in this store")
         for queue_id in queues:

@@ -162,6 +162,18 @@ class BatchViewsMixin:
         """Ordinary and batch queues behind one reader (the admin views' numbers)."""
         return AllQueues(self._consume_queues, self._batch_queues, self._is_batch_topic)
 
+    def served_queue_keys(self) -> list[tuple[str, int]]:
+        """(topic, queue_id) of every queue the store serves, sorted: its consume queues and
+        [5.x] the batch queues of batch topics (the facade's `queues()` lists the former only)."""
+        keys = set(self._consume_queues.queues())
+        keys.update(key for key in self.batch_queue_keys() if self._is_batch_topic(key[0]))
+        return sorted(keys)
+
+    def served_unit(self, topic: str, queue_id: int, queue_offset: int):
+        """The unit a read of `queue_offset` uses: a `CqUnit`, or on a batch topic the `BatchCqUnit`
+        holding that message; None when there is none. Both have `phy_offset` and `size`."""
+        return self._all_queues().get_unit(topic, queue_id, queue_offset)
+
     def _batch_queue(self, topic: str, queue_id: int):
         return None if self._batch_queues is None else self._batch_queues.queue(topic, queue_id)
 
