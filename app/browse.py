@@ -64,7 +64,7 @@ def _keep(record, needle: str, case_sensitive: bool, begin_ms: int | None, end_m
 def _bounds(store, topic: str, queue_id: int) -> tuple[int, int]:
     if not topic:
         raise InputError("Give a topic.")
-    if (topic, queue_id) not in set(store.queues()):
+    if (topic, queue_id) not in set(store.inspect.served_queue_keys()):     # [5.x] with batch queues
         raise InputError(f"No consume queue {topic} / {queue_id} in this store.")
     return store.get_min_offset_in_queue(topic, queue_id), store.get_max_offset_in_queue(topic, queue_id)
 
@@ -89,7 +89,9 @@ def _read_range(store, topic: str, queue_id: int, begin: int, end: int) -> list:
         if offset >= end:
             break
         got, next_offset = _read(store, topic, queue_id, offset, end - offset)
-        records += [r for r in got if r.queue_offset < end]
+        # A batch queue's pull at `offset` returns the whole record holding it, which may start
+        # before `begin` (the chunk before has it): keep [begin, end) only.
+        records += [r for r in got if begin <= r.queue_offset < end]
         if next_offset <= offset:
             break
         offset = next_offset

@@ -81,7 +81,7 @@ def plan_reset(store, group: str, topic: str, target: str, timestamp_ms: int | N
         raise InputError(f"Reset target must be one of {TARGETS}.")
     if target == "time" and timestamp_ms is None:
         raise InputError("Give the time to reset to.")
-    queues = sorted(q for t, q in store.queues() if t == topic)
+    queues = [q for t, q in store.inspect.served_queue_keys() if t == topic]    # [5.x] batch too
     if not queues:
         raise InputError(f"No consume queue for topic {topic} in this store.")
     steps = []

@@ -84,7 +84,7 @@ def by_time_range(store, topic: str, begin_ms: int, end_ms: int,
     """Messages of every queue of `topic` stored in [begin, end] (offsets found by time search)."""
     if end_ms < begin_ms:
         raise InputError("The end of the time range is before its start.")
-    queues = [q for t, q in store.queues() if t == topic]
+    queues = [q for t, q in store.inspect.served_queue_keys() if t == topic]    # [5.x] batch too
     if not queues:
         raise InputError(f"No consume queue for topic {topic!r} in this store.")
     found = []

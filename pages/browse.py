@@ -18,7 +18,7 @@ st.title("Browse")
 handle = current_handle()
 store = handle.store
 handle.refresh()
-queues = sorted(store.queues())
+queues = store.inspect.served_queue_keys()      # consume queues and [5.x] batch queues
 if not queues:
     st.info("This store has no consume queues yet.")
     st.stop()

@@ -142,3 +142,23 @@ def test_topics_page_counts_a_batch_topic_in_messages(tmp_path):
     rows = {row["topic"]: row for row in _frame_with(at, "messages")}
     assert (rows["B"]["queues"], rows["B"]["messages"]) == (1, 16)
     assert rows["T"]["messages"] == 1
+
+
+def test_browse_query_and_reset_reach_a_batch_topic(tmp_path):
+    """Browse, Query (time range) and the group reset listed queues through the facade's queues()
+    (ordinary consume queues only): a batch topic had "No consume queue". Browsing backwards read a
+    record twice when a chunk boundary fell inside its batch."""
+    from app import browse, groups_data, query
+    config, _properties = _store(tmp_path)
+    with MessageStore.open(config, read_only=True, start_services=False) as store:
+        forward = browse.page_forward(store, "B", 0, 0, 50)
+        assert [m.queue_offset for m in forward.messages] == BASES
+        assert (forward.min_offset, forward.max_offset) == (0, 16)
+        backward = browse.page_backward(store, "B", 0, 16, 50)
+        assert [m.queue_offset for m in backward.messages] == BASES
+        # chunk boundaries inside batches: [0, 5) holds the record at 4 (4..8), [5, 16) must not
+        assert [r.queue_offset for r in browse._read_range(store, "B", 0, 5, 16)] == BASES[3:]
+        steps = groups_data.plan_reset(store, "g", "B", "latest")
+        assert [(s.queue_id, s.target) for s in steps] == [(0, 16)]
+        found = query.by_time_range(store, "B", 1, 1 << 62).messages
+        assert sorted(m.queue_offset for m in found) == BASES
