@@ -46,11 +46,13 @@ def rates(samples) -> pd.DataFrame:
 
 def totals(store) -> dict[str, int]:
     summaries = store.queue_summaries()
+    # [5.x] batch topics' queues (offsets in messages): queue_summaries() has the consume queues only
+    batches = [view for view in store.inspect.batch_queues() if view.batch_topic]
     pointers = store.pointers()
     return {
-        "topics": len({s.topic for s in summaries}),
-        "queues": len(summaries),
-        "messages": sum(s.depth for s in summaries),
+        "topics": len({s.topic for s in summaries} | {view.topic for view in batches}),
+        "queues": len(summaries) + len(batches),
+        "messages": sum(s.depth for s in summaries) + sum(view.messages for view in batches),
         "bytes": max(0, pointers["max_phy_offset"] - pointers["min_phy_offset"]),
         "segments": len(store.inspect.segments()),
     }

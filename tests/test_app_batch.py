@@ -162,3 +162,11 @@ def test_browse_query_and_reset_reach_a_batch_topic(tmp_path):
         assert [(s.queue_id, s.target) for s in steps] == [(0, 16)]
         found = query.by_time_range(store, "B", 1, 1 << 62).messages
         assert sorted(m.queue_offset for m in found) == BASES
+
+
+def test_overview_totals_count_batch_queues(tmp_path):
+    from app.overview_data import totals
+    config, _properties = _store(tmp_path)
+    with MessageStore.open(config, read_only=True, start_services=False) as store:
+        values = totals(store)
+    assert (values["topics"], values["queues"], values["messages"]) == (2, 2, 17)   # B 16 + T 1
