@@ -26,6 +26,7 @@ the parts it is handed (no back-reference to the store) and returns plain values
 | `is_dledger` / `dledger_entry(offset)`  | a DLedger log: the entry header around a record          |
 | `dledger_log()` / `log_dir()`           | the DLedger log's state; the log's directory             |
 | `batch_queues()` / `batch_units()`      | [5.x] batch consume queues, their units and records      |
+| `served_queue_keys()` / `served_unit()` | every served queue with [5.x] batch queues; a read's unit |
 """
 
 from __future__ import annotations
