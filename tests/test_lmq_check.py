@@ -99,3 +99,20 @@ def test_without_multi_dispatch_no_lmq_unit_is_expected(original, tmp_path):
     config = dataclasses.replace(_copy(original, tmp_path), enable_multi_dispatch=False)
     shutil.rmtree(os.path.dirname(_queue_dir(config, "%LMQ%b")))
     assert _missing(check_config(config)) == []
+
+
+@pytest.mark.parametrize("store_type", ["default", "defaultRocksDB"])
+def test_lmq_units_never_dispatched_are_reported_on_both_backends(tmp_path, store_type):
+    """Records that list LMQ queues, written while enableMultiDispatch was off (no LMQ unit), then
+    checked as a store with it on: every listed queue lacks all of its units."""
+    config = small_config(tmp_path / "s", store_type, store_format="5.x", enable_lmq=True,
+                          enable_multi_dispatch=False)
+    with MessageStore.open(config, start_services=False) as store:
+        for i in range(6):
+            store.put_message(Message("T", b"m%d" % i, properties={MULTI: "%LMQ%x,%LMQ%y"}))
+        store.services.reput.do_reput()
+    assert _missing(check_config(config)) == []
+    findings = _missing(check_config(dataclasses.replace(config, enable_multi_dispatch=True)))
+    assert sorted(f.message.split(" are missing")[0] for f in findings) == [
+        "units 0..5 of %LMQ%x/0", "units 0..5 of %LMQ%y/0"]
+    assert all(f.severity == "error" and "it has no consume queue" in f.message for f in findings)

@@ -62,9 +62,6 @@ class BatchQueueStore:
             for queue in self._queues.values():
                 queue.correct_min_offset(commit_log_min_offset)
 
-    def file_count(self) -> int:
-        return sum(len(queue.mapped_files.files) for queue in self._queues.values())
-
     def queues(self) -> list[tuple[str, int]]:
         return list(self._queues)
 
