@@ -17,7 +17,7 @@ from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, pa
 from store.commitlog.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
 from store.config import StoreConfig
 from store.consumequeue.batch.pull import pull_batch
-from store.consumequeue.batch.put import put_batch_topic
+from store.consumequeue.batch.put import put_batch_topic, refuse_inner_batch
 from store.consumequeue.lmq import PROPERTY_INNER_MULTI_QUEUE_OFFSET, LmqOffsets
 from store.dledger.commit_log import DLedgerCommitLog
 from store.errors import ReadOnlyStoreError, StoreClosedError
@@ -200,6 +200,10 @@ class MessageStore(LookupsMixin):
             if message.topic != sent.topic and (sent.topic, sent.queue_id) not in self._noted_queues:
                 # The broker creates the topic it was sent to before the hook moves the message.
                 self._note_topic(sent.topic, sent.queue_id)
+        refused = refuse_inner_batch(message, self.topics.is_batch_topic) \
+            if self.style == "5.x" else None
+        if refused is not None:
+            return refused
         batch = self._batch_queue(message.topic, message.queue_id)
         if batch is not False or (self.config.store_type != "default" and self.style == "5.x"
                                   and self.topics.is_batch_topic(message.topic)):   # RocksDB

@@ -164,23 +164,26 @@ def test_file_size_must_hold_whole_units(tmp_path):
 
 
 def _store_with_batch_queue(tmp_path):
-    """Three inner-batch records of B/0 put through the engine, and their batch units (written
-    with BatchConsumeQueue, as dispatch would: the store does not host batch topics yet)."""
+    """Three inner-batch records of batch topic B/0 put through the engine, and the batch units
+    dispatch wrote for them (5.3.3 refuses an inner batch to a topic that is not BatchCQ)."""
     from store import Message, MessageStore
+    from store.meta.topic_config import TopicConfig
     from tests.engine_util import small_config
     config = small_config(tmp_path / "s", store_format="5.x",
                           mapper_file_size_batch_consume_queue=4 * 46)
     batches = [(0, 3), (3, 1), (4, 5)]
-    with MessageStore.open(config) as store:
+    with MessageStore.open(config, start_services=False) as store:
+        store._parts.topics.put_topic(TopicConfig("B", attributes={"queue.type": "BatchCQ"}))
+        store._parts.topics.persist()
         results = [store.put_message(Message("B", b"batch%d" % base, sys_flag=0x80, properties={
-            "INNER_BASE": str(base), "INNER_NUM": str(num)})) for base, num in batches]
-    queue = BatchConsumeQueue(os.path.join(config.store_path_root_dir, "batchconsumequeue", "B",
-                                           "0"), "B", 0, 4 * 46, read_only=False)
-    queue.load()
-    for (base, num), result in zip(batches, results):
-        assert queue.put(BatchCqUnit(result.wrote_offset, result.wrote_bytes, 0,
-                                     result.store_timestamp, base, num))
-    queue.close()
+            "INNER_NUM": str(num)})) for base, num in batches]
+        assert [r.queue_offset for r in results] == [base for base, _ in batches]
+        store.services.reput.do_reput()
+        queue = store._batch_queue("B", 0)
+        for (base, num), result in zip(batches, results):
+            unit = queue.get_unit(base)
+            assert (unit.phy_offset, unit.msg_base_offset, unit.batch_size) == \
+                (result.wrote_offset, base, num)
     return config, os.path.join(config.store_path_root_dir, "batchconsumequeue", "B", "0",
                                 f"{0:020d}")
 
@@ -223,6 +226,23 @@ def _batch_store(tmp_path):
 def _inner_batch(body: bytes, count: int):
     from store import Message
     return Message("B", body, sys_flag=0x80, properties={"INNER_NUM": str(count)})
+
+
+def test_inner_batch_rules_of_the_put(tmp_path):
+    """5.3.3 `DefaultMessageStore.asyncPutMessage`: INNER_NUM without INNER_BATCH_FLAG, and the
+    flag on a topic that is not BatchCQ, are MESSAGE_ILLEGAL before anything is written."""
+    from store import Message
+    from store.api import PutMessageStatus
+    config, store = _batch_store(tmp_path)
+    before = store.commit_log.max_offset()
+    no_flag = store.put_message(Message("B", b"x", properties={"INNER_NUM": "2"}))
+    assert no_flag.status is PutMessageStatus.MESSAGE_ILLEGAL and "not an inner batch" in no_flag.error
+    plain = store.put_message(Message("P", b"x", sys_flag=0x80, properties={"INNER_NUM": "2"}))
+    assert plain.status is PutMessageStatus.MESSAGE_ILLEGAL and "not BatchCQ" in plain.error
+    assert store.commit_log.max_offset() == before
+    assert store.put_message(Message("P", b"plain")).ok          # a plain put to a plain topic
+    assert store.put_message(Message("B", b"one")).queue_offset == 0   # no INNER_NUM: 1 message
+    store.close()
 
 
 def test_put_dispatch_pull_recover_a_batch_topic(tmp_path):

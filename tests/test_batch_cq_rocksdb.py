@@ -86,5 +86,6 @@ def test_check_accepts_the_gaps_of_a_batch_topic_only(rocks):
 def test_inner_num_that_is_no_short_is_refused(rocks):
     _, store, _ = rocks
     for bad in ("x", "40000"):
-        result = store.put_message(Message("B", b"bad", properties={"INNER_NUM": bad}))
+        result = store.put_message(Message("B", b"bad", sys_flag=0x80,
+                                           properties={"INNER_NUM": bad}))
         assert not result.ok and "INNER_NUM" in result.error

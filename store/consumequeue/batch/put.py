@@ -36,6 +36,24 @@ PROPERTY_INNER_NUM = "INNER_NUM"       # MessageConst
 PROPERTY_INNER_BASE = "INNER_BASE"     # MessageConst
 
 
+def refuse_inner_batch(message: Message,
+                       is_batch_topic: Callable[[str], bool]) -> PutMessageResult | None:
+    """[5.x] `DefaultMessageStore.asyncPutMessage`'s checks after the put hooks, before the append:
+    INNER_NUM without sysFlag INNER_BATCH_FLAG ("[BUG]The message had property INNER_NUM but is
+    not an inner batch") and INNER_BATCH_FLAG on a topic that is not BatchCQ ("[BUG]The message is
+    an inner batch but cq type is not batch cq") are MESSAGE_ILLEGAL. None: neither."""
+    inner = message.sys_flag & INNER_BATCH_FLAG
+    if not inner and message.properties and PROPERTY_INNER_NUM in message.properties:
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                error="the message has property INNER_NUM but is not an inner "
+                                      "batch (sysFlag INNER_BATCH_FLAG 0x80)")
+    if inner and not is_batch_topic(message.topic):
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                error=f"an inner batch (sysFlag INNER_BATCH_FLAG 0x80) to topic "
+                                      f"{message.topic!r}, whose queue.type is not BatchCQ")
+    return None
+
+
 def put_batch_topic(message: Message, queue_offsets: dict, lock: threading.Lock,
                     put_one: Callable[[Message], PutMessageResult], *,
                     batch_queue: bool = True) -> PutMessageResult:
