@@ -1,7 +1,8 @@
 """Every scenario, one after another, each in its own process (so each reports its own peak RSS):
 put, sync_flush, pull, lookups, topic_count, recovery, decode (the pipeline engineer's
-bench/decode_bench.py, skipped if absent), dashboard, schedule (bench/schedule_bench.py) and timer
-(bench/timer_bench.py). Prints a summary; each scenario writes its own
+bench/decode_bench.py, skipped if absent), dashboard, schedule (bench/schedule_bench.py), timer
+(bench/timer_bench.py) and versus_java (issue #17's table against the real RocketMQ store; skipped
+unless RMQ_BENCH_JAVA names its harness). Prints a summary; each scenario writes its own
 bench/results/<scenario>-<size>.json and run_all writes bench/results/all-<size>.json.
 
     python -m bench.run_all [--size smoke|full] [--workdir DIR] [--only put,pull]
@@ -19,7 +20,7 @@ import time
 from bench import common
 
 SCENARIOS = ("put", "sync_flush", "pull", "lookups", "topic_count", "recovery", "decode", "dashboard",
-             "schedule", "timer")
+             "schedule", "timer", "versus_java")
 MODULES = {"schedule": "bench.schedule_bench",   # scenarios whose module is not bench.<name>
            "timer": "bench.timer_bench"}
 
