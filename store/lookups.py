@@ -20,6 +20,7 @@ from store.codec.message import (
 from store.codec.msgid import decode_message_id
 from store.commitlog.earliest import earliest_message_time_5x
 from store.errors import MessageNotFoundError, StoreClosedError
+from store.kernel.lookup import COMPILED as KERNEL_COMPILED
 
 BOUNDARIES = ("nearest", "lower", "upper")
 _unpack_int = struct.Struct(">i").unpack_from
@@ -184,6 +185,9 @@ class LookupsMixin:
                             return _unpack_long(buffer, position)[0]
             return slow(phy_offset, size)
 
+        if KERNEL_COMPILED:
+            # search_nearest_units then runs in C on these segments (with no memo to fill).
+            store_time_of.segments = (files, first_from, segment_bytes, count)
         if not self.read_only:
             memo = self.__dict__.get("_store_times")
             if memo is None:

@@ -32,6 +32,7 @@ from store.consumequeue.time_search import (
     search_nearest_units,
 )
 from store.index.index_query import query_key_hash
+from store.kernel import lookup as lookup_kernel
 from store.lookups import FOREVER_MS
 from tests.engine_util import FakeClock, small_config
 
@@ -235,8 +236,13 @@ def test_query_message_matches_the_plain_implementation(tmp_path):
         assert store.query_message("Other", "Aa").messages == []
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "python"])
 @pytest.mark.parametrize("store_type", ["default", "defaultRocksDB"])
-def test_time_lookups_with_the_memo_match_a_read_only_open(tmp_path, store_type):
+def test_time_lookups_with_the_memo_match_a_read_only_open(tmp_path, store_type, kernel,
+                                                           monkeypatch):
+    # kernel=False: the nearest search stays in Python (with the memo) on the writable store, while
+    # the read-only open below searches in C when the kernel is built.
+    monkeypatch.setattr("store.lookups.KERNEL_COMPILED", kernel and lookup_kernel.COMPILED)
     store = _filled_store(tmp_path, count=600, store_type=store_type)
     try:
         first = store.get_earliest_message_time()
@@ -247,10 +253,11 @@ def test_time_lookups_with_the_memo_match_a_read_only_open(tmp_path, store_type)
         # twice: the second round answers from the memo where the first one filled it
         writable = [store.get_offset_in_queue_by_time("T", q, t, b) for q, t, b in asked]
         assert writable == [store.get_offset_in_queue_by_time("T", q, t, b) for q, t, b in asked]
-        if store_type == "default":
+        if store_type == "default" and not kernel:
             assert store.__dict__.get("_store_times")
     finally:
         store.close()
+    monkeypatch.setattr("store.lookups.KERNEL_COMPILED", lookup_kernel.COMPILED)
     with MessageStore.open(small_config(tmp_path / "s", store_type=store_type),
                            read_only=True) as reader:
         assert "_store_times" not in reader.__dict__
