@@ -7,8 +7,9 @@
 
 Each name is the compiled function when the kernel is built (and `RMQ_KERNEL=python` is not set),
 else the twin; either way the answers are the same. The C answers NotImplemented where the Python
-path would raise or where an argument is outside what it handles (not an int within +-2**62); the
-dispatchers here then run the twin, which raises or answers as the Python path always did.
+path would raise or where an argument is outside what it handles (not an int64, or past +-2**62
+where it is added); the dispatchers here then run the twin, which raises or answers as the Python
+path always did.
 May import: nothing of the store (see `store.kernel`).
 """
 
@@ -34,7 +35,10 @@ def index_select_py(buf, key_hash: int, max_hash_slot_num: int, max_index_num: i
                     index_count: int, begin_timestamp: int, max_num: int, begin_ms: int,
                     end_ms: int, result: list) -> None:
     """Append to `result` the phy offsets of the entries of `key_hash`'s chain in `buf` (a whole
-    index file) stored in [begin_ms, end_ms], newest first, until it holds `max_num`."""
+    index file) stored in [begin_ms, end_ms], newest first, until it holds `max_num`.
+
+    At most `index_count` steps, which the caller keeps <= max_index_num (IndexFile's header load
+    refuses more)."""
     entries_position = _INDEX_HEADER_BYTES + max_hash_slot_num * _SLOT_BYTES
     entry_number = _unpack_slot(
         buf, _INDEX_HEADER_BYTES + (key_hash % max_hash_slot_num) * _SLOT_BYTES)[0]

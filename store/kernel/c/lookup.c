@@ -33,9 +33,9 @@ static void segment_release(segment *s)
     s->from = s->limit = 0;
 }
 
-/* An argument as a long long within +-2^62 (so sums and differences of two cannot wrap): 0, or 1
- * for anything else (not an int, or out of that range: the caller asks the twin), -1 on error. */
-static int small_int(PyObject *obj, long long *out)
+/* An argument as a long long: 0, or 1 for anything else (not an int, or past int64: the caller
+ * asks the twin), -1 on error. `small`: within +-2^62 too (so sums of two cannot wrap). */
+static int int_arg(PyObject *obj, long long *out, int small)
 {
     if (!PyLong_Check(obj))
         return 1;
@@ -43,7 +43,7 @@ static int small_int(PyObject *obj, long long *out)
     long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
     if (v == -1 && PyErr_Occurred())
         return -1;
-    if (overflow || v < -(1LL << 62) || v > (1LL << 62))
+    if (overflow || (small && (v < -(1LL << 62) || v > (1LL << 62))))
         return 1;
     *out = v;
     return 0;
@@ -176,8 +176,8 @@ const char rmq_cq_search_nearest_doc[] = (
 "store.consumequeue.time_search.search_nearest_units (4.9.7 getOffsetInQueueByTime in one file) with\n"
 "store times read from the commit log's segments `files` (MappedFile objects, the first starting at\n"
 "first_from; the first `count` of them are used), the Python `reader(phy_offset, size)` for any\n"
-"record it cannot read there. NotImplemented: a probe outside `units`, or an argument that is not\n"
-"an int within +-2**62 (the twin answers).");
+"record it cannot read there. NotImplemented: a probe outside `units`, an argument that is not an\n"
+"int64, or low, high, first_from, segment_bytes, count past +-2**62 (the twin answers).");
 
 PyObject *rmq_cq_search_nearest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -187,7 +187,8 @@ PyObject *rmq_cq_search_nearest(PyObject *self, PyObject *const *args, Py_ssize_
     }
     long long v[7];
     for (int k = 0; k < 7; k++) {
-        int got = small_int(args[k < 4 ? k + 1 : k + 2], &v[k]);
+        /* timestamp_ms and min_phy_offset are only compared (distances in 128 bits) */
+        int got = int_arg(args[k < 4 ? k + 1 : k + 2], &v[k], k != 2 && k != 3);
         if (got < 0)
             return NULL;
         if (got > 0)
@@ -275,8 +276,8 @@ const char rmq_index_select_doc[] = (
 "             max_num, begin_ms, end_ms, result) -> None | NotImplemented\n\n"
 "IndexFile.selectPhyOffset over the mapped index file `buf`: append the phy offsets of the chain's\n"
 "entries with key_hash stored in [begin_ms, end_ms] to the list `result`, newest first, until it\n"
-"holds max_num. NotImplemented: a slot or entry outside `buf`, or an argument that is not an int\n"
-"within +-2**62 (the twin answers).");
+"holds max_num. NotImplemented: a slot or entry outside `buf`, an argument that is not an int64,\n"
+"or key_hash .. begin_timestamp past +-2**62 (the twin answers).");
 
 PyObject *rmq_index_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -286,7 +287,8 @@ PyObject *rmq_index_select(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     long long v[8];
     for (int k = 0; k < 8; k++) {
-        int got = small_int(args[k + 1], &v[k]);
+        /* begin_ms, end_ms, max_num: only compared */
+        int got = int_arg(args[k + 1], &v[k], k < 5);
         if (got < 0)
             return NULL;
         if (got > 0)
