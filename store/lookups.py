@@ -20,7 +20,9 @@ from store.codec.message import (
 from store.codec.msgid import decode_message_id
 from store.commitlog.earliest import earliest_message_time_5x
 from store.errors import MessageNotFoundError, StoreClosedError
+from store.codec.properties import decode_properties
 from store.kernel.lookup import COMPILED as KERNEL_COMPILED
+from store.kernel.lookup import read_message
 
 BOUNDARIES = ("nearest", "lower", "upper")
 _unpack_int = struct.Struct(">i").unpack_from
@@ -83,7 +85,7 @@ class LookupsMixin:
         last_ts = last_phy = 0
         round_end = end_ms
         query_offsets = self.index_service.query_offsets
-        read_record = self._read_record    # CommitLog.read_record, one segment lookup
+        read_message = self._read_message  # CommitLog.read_record + decode_message, one call
         for _round in range(3):
             offsets = query_offsets(topic, key, max_num, begin_ms, round_end)
             last_ts, last_phy = offsets.last_update_timestamp, offsets.last_update_phy_offset
@@ -92,10 +94,9 @@ class LookupsMixin:
                 break
             first_time = None
             for phy_offset in (sorted(phy_offsets) if len(phy_offsets) > 1 else phy_offsets):
-                raw = read_record(phy_offset)
-                if raw is None:
+                record = read_message(phy_offset)
+                if record is None:
                     continue
-                record = decode_message(raw)
                 if first_time is None:
                     first_time = record.store_timestamp
                 hits.append(record)
@@ -215,6 +216,15 @@ class LookupsMixin:
                 or position + size > limit:
             return None
         return buffer[position:position + size]
+
+    def _read_message(self, phy_offset: int) -> MessageRecord | None:
+        """`decode_message(self._read_record(phy_offset))`, None where that reads None; decoded by
+        store.kernel.lookup.read_message (compiled: straight from the map, one call)."""
+        mapped = self.commit_log.mapped_files.find_file(phy_offset)
+        if mapped is None or mapped.destroyed:
+            return None
+        return read_message(mapped.buffer, phy_offset - mapped.file_from_offset,
+                            mapped.read_position, MessageRecord, decode_properties, decode_message)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         unit = self.consume_queues.get_unit(topic, queue_id, queue_offset)

@@ -6,6 +6,9 @@
 * `cq_search_nearest` against `cq_search_nearest_py` and the Python `search_nearest_units` (with its
   memo) on a store of several 64 KiB commit-log segments with IPv4 and IPv6 born hosts, and on random
   fake segments (records cut by the read position, destroyed or unmapped segments);
+* `read_message` against `read_message_py` (store.codec.message.decode_message) at every position of
+  a store's commit log and on damaged records (flipped bytes, cut limits, IPv6 hosts, non-ASCII
+  topics and properties);
 * the "ask the twin" answers: a probe outside the units, an entry outside the file, a non-int.
 
 The sanitized fuzzing of the same functions is tests/test_kernel_fuzz.py.
@@ -20,6 +23,8 @@ import pytest
 
 from store import Message, MessageStore
 from store.codec.index_codec import build_key
+from store.codec.message import MessageRecord, decode_message, encode_message
+from store.codec.properties import decode_properties, encode_properties
 from store.consumequeue.time_search import search_nearest_units
 from store.index.index_query import query_key_hash
 from store.kernel import _native
@@ -175,3 +180,58 @@ def test_the_dispatchers_are_the_twins_without_the_kernel():
     else:
         assert lookup.index_select is lookup.index_select_py
         assert lookup.cq_search_nearest is lookup.cq_search_nearest_py
+
+
+# -- read_message ------------------------------------------------------------------------------------
+
+def _read_message_both(buffer, position, limit):
+    """(C answer, twin answer) as outcomes: ("ok", value) or ("raise", type, message)."""
+    def outcome(function):
+        try:
+            return ("ok", function(buffer, position, limit, MessageRecord, decode_properties,
+                                   decode_message))
+        except Exception as error:
+            return ("raise", type(error).__name__, str(error))
+    return outcome(lookup.read_message), outcome(lookup.read_message_py)
+
+
+@needs_kernel
+def test_read_message_matches_its_twin_on_every_record_of_a_store(store):
+    log = store.commit_log
+    seen = 0
+    for mapped in log.mapped_files.files:
+        buffer, limit = mapped.buffer, mapped.read_position
+        for position in range(0, limit, 1 if seen < 3000 else 7):   # record starts and everything between
+            fast = _native.read_message(buffer, position, limit, MessageRecord, decode_properties,
+                                        decode_message)
+            got, want = _read_message_both(buffer, position, limit)
+            assert got == want, position
+            if want[0] == "ok" and want[1] is not None:
+                assert fast is not NotImplemented and fast == want[1]
+                seen += 1
+    assert seen >= 900
+
+
+@needs_kernel
+def test_read_message_matches_its_twin_on_damaged_records():
+    rng = random.Random(4)
+    properties = [None, {"UNIQ_KEY": "U1", "a": "b"}, {"é": "ü\U0001F600", "x": "\x01y"},
+                  {"KEYS": "k1 k2"}]
+    hosts = ["10.1.2.3:77", "[::1]:5", "[2001:db8:0:0:0:0:0:ff01]:65535"]
+    for case in range(1500):
+        props = rng.choice(properties)
+        record = bytearray(encode_message(
+            topic=rng.choice(["T", "tö", "t" * 127]), queue_id=case % 5,
+            body=rng.randbytes(rng.randrange(40)),
+            properties_raw=encode_properties(props) if props else b"",
+            queue_offset=case, phy_offset=case * 7, born_timestamp=case,
+            born_host=rng.choice(hosts), store_timestamp=1_700_000_000_000 + case,
+            store_host=rng.choice(hosts), version=rng.choice([1, 2])))
+        for _ in range(rng.choice([0, 1, 1, 2])):
+            at = rng.randrange(len(record))
+            record[at] = rng.choice([0, 0xFF, 0x80, 1, 2, record[at] ^ 0x10])
+        buffer = bytes(rng.randbytes(rng.choice([0, 3])) + record + rng.randbytes(rng.choice([0, 9])))
+        position = rng.choice([0, 3, 1, -1]) if rng.random() < 0.3 else buffer.find(record[:8])
+        limit = rng.choice([len(buffer), len(buffer) - 1, position + 40, len(buffer) + 5, 0])
+        got, want = _read_message_both(buffer, position, limit)
+        assert got == want, (case, position, limit)

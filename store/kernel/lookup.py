@@ -4,6 +4,7 @@
 |-------------------|-------------------------------------------------------------------------------|
 | index_select      | IndexFile.selectPhyOffset over one mapped index file (spec §5.8)              |
 | cq_search_nearest | 4.9.7 getOffsetInQueueByTime inside one consume-queue file (spec §10.3)       |
+| read_message      | the record at a position of a commit-log segment, read and decoded            |
 
 Each name is the compiled function when the kernel is built (and `RMQ_KERNEL=python` is not set),
 else the twin; either way the answers are the same. The C answers NotImplemented where the Python
@@ -27,7 +28,11 @@ _SLOT_BYTES = 4
 _ENTRY_BYTES = 20
 _UNIT_BYTES = 20
 
+_unpack_size_magic = struct.Struct(">ii").unpack_from
+_MAGIC_V1, _MAGIC_V2 = -626843481, -626843477
+
 _native_index_select = getattr(_native, "index_select", None)
+_native_read_message = getattr(_native, "read_message", None)
 _native_cq_search_nearest = getattr(_native, "cq_search_nearest", None)
 
 
@@ -103,6 +108,32 @@ def cq_search_nearest_py(units, low: int, high: int, timestamp_ms: int, min_phy_
     return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
 
 
+def read_message_py(buffer, position: int, limit: int, record_type, decode_properties,
+                    decode_message):
+    """The record at `position` of a commit-log segment readable up to `limit`: None when no record
+    starts there (the head or the whole record past `limit`, not a message magic, TOTALSIZE <= 0),
+    else `decode_message` of its bytes (store.codec.message's; `record_type` and `decode_properties`
+    are what the C builds the same record with)."""
+    if position < 0 or position + 8 > limit:
+        return None
+    size, magic = _unpack_size_magic(buffer, position)
+    if (magic != _MAGIC_V1 and magic != _MAGIC_V2) or size <= 0 or position + size > limit:
+        return None
+    return decode_message(buffer[position:position + size])
+
+
+if _native_read_message is not None:
+    def read_message(buffer, position, limit, record_type, decode_properties, decode_message):
+        """`read_message_py`, compiled."""
+        record = _native_read_message(buffer, position, limit, record_type, decode_properties,
+                                      decode_message)
+        if record is NotImplemented:
+            return read_message_py(buffer, position, limit, record_type, decode_properties,
+                                   decode_message)
+        return record
+else:
+    read_message = read_message_py
+
 if _native_index_select is not None:
     def index_select(buf, key_hash, max_hash_slot_num, max_index_num, index_count,
                      begin_timestamp, max_num, begin_ms, end_ms, result) -> None:
@@ -128,4 +159,5 @@ if _native_cq_search_nearest is not None:
 else:
     cq_search_nearest = cq_search_nearest_py
 
-COMPILED = _native_index_select is not None and _native_cq_search_nearest is not None
+COMPILED = (_native_index_select is not None and _native_cq_search_nearest is not None
+            and _native_read_message is not None)

@@ -353,3 +353,169 @@ done:
         return NULL;
     return Py_NewRef(answer);
 }
+
+/* -- one record, read and decoded (store.lookups._read_record + store.codec.message.decode_message) -- */
+
+/* "a.b.c.d:port" / "[g:g:g:g:g:g:g:g]:port" of a host field, as msgid.host_to_string renders it. */
+static PyObject *host_string(const unsigned char *p, int v6)
+{
+    char text[64];
+    if (!v6) {
+        snprintf(text, sizeof text, "%u.%u.%u.%u:%d", p[0], p[1], p[2], p[3], (int)get32(p + 4));
+    } else {
+        int n = snprintf(text, sizeof text, "[");
+        for (int g = 0; g < 8; g++)
+            n += snprintf(text + n, sizeof text - n, g ? ":%x" : "%x", (p[2 * g] << 8) | p[2 * g + 1]);
+        snprintf(text + n, sizeof text - n, "]:%d", (int)get32(p + 16));
+    }
+    return PyUnicode_FromString(text);
+}
+
+/* decode_properties of ASCII bytes (the caller checked): entries split on \x02, the name before the
+ * first \x01; entries shorter than 3, with an empty name or an empty value are dropped. */
+static PyObject *ascii_properties(const unsigned char *p, Py_ssize_t n)
+{
+    PyObject *dict = PyDict_New();
+    if (dict == NULL)
+        return NULL;
+    Py_ssize_t start = 0;
+    while (start <= n) {
+        const unsigned char *end = memchr(p + start, 2, n - start);
+        Py_ssize_t stop = end ? end - p : n;
+        Py_ssize_t length = stop - start;
+        if (length >= 3) {
+            const unsigned char *sep = memchr(p + start, 1, length);
+            Py_ssize_t at = sep ? sep - (p + start) : -1;
+            if (at > 0 && at < length - 1) {
+                PyObject *name = PyUnicode_FromStringAndSize((const char *)p + start, at);
+                PyObject *value = name ? PyUnicode_FromStringAndSize(
+                    (const char *)p + start + at + 1, length - at - 1) : NULL;
+                if (value == NULL || PyDict_SetItem(dict, name, value) < 0) {
+                    Py_XDECREF(name);
+                    Py_XDECREF(value);
+                    Py_DECREF(dict);
+                    return NULL;
+                }
+                Py_DECREF(name);
+                Py_DECREF(value);
+            }
+        }
+        start = stop + 1;
+    }
+    return dict;
+}
+
+static int all_ascii(const unsigned char *p, Py_ssize_t n)
+{
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (p[k] & 0x80)
+            return 0;
+    return 1;
+}
+
+const char rmq_read_message_doc[] = (
+"read_message(buffer, position, limit, record_type, decode_properties, decode_message)\n"
+"    -> record | None | NotImplemented\n\n"
+"The record at `position` of a commit-log segment readable up to `limit`, decoded: None where\n"
+"store.lookups._read_record finds no record (the head or the record past the limit, not a message\n"
+"magic, TOTALSIZE <= 0), else record_type(...) as store.codec.message.decode_message builds it\n"
+"(non-ASCII PROPERTIES through decode_properties). NotImplemented where decode_message would\n"
+"raise (a torn or inconsistent record) or an argument is not what it should be: the twin decodes.");
+
+PyObject *rmq_read_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "read_message takes 6 arguments");
+        return NULL;
+    }
+    long long position, limit;
+    int got = int_arg(args[1], &position, 1);
+    if (got == 0)
+        got = int_arg(args[2], &limit, 1);
+    if (got < 0)
+        return NULL;
+    if (got > 0)
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *result = Py_NotImplemented;
+    Py_INCREF(result);
+    const unsigned char *base = view.buf;
+    if (limit > view.len || limit < 0)
+        goto done;                                     /* the twin slices (and finds) what it can */
+    if (position < 0 || position > limit - 8) {
+        Py_SETREF(result, Py_NewRef(Py_None));
+        goto done;
+    }
+    const unsigned char *p = base + position;
+    int32_t size = get32(p), magic = get32(p + 4);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size <= 0 || size > limit - position) {
+        Py_SETREF(result, Py_NewRef(Py_None));
+        goto done;
+    }
+    /* decode_message(buffer[position:position + size]): every field inside `size` bytes */
+    int version = magic == MAGIC_V2 ? 2 : 1;
+    if (size < 40)
+        goto done;
+    int32_t sys_flag = get32(p + 36);
+    int born = sys_flag & SYSFLAG_BORNHOST_V6 ? 20 : 8, store = sys_flag & SYSFLAG_STOREHOST_V6 ? 20 : 8;
+    int64_t body_len_pos = 68 + born + store;
+    if (body_len_pos + 4 > size)
+        goto done;
+    int64_t body_len = get32(p + body_len_pos);
+    body_len = body_len > 0 ? body_len : 0;
+    int64_t body_pos = body_len_pos + 4, topic_len_pos = body_pos + body_len;
+    if (topic_len_pos + version > size)
+        goto done;
+    int64_t topic_len = version == 1 ? (int8_t)p[topic_len_pos]
+                                     : (int16_t)(((unsigned)p[topic_len_pos] << 8) | p[topic_len_pos + 1]);
+    if (topic_len < 0)
+        goto done;
+    int64_t topic_pos = topic_len_pos + version, props_pos = topic_pos + topic_len + 2;
+    if (props_pos > size)
+        goto done;
+    int64_t props_len = (int16_t)(((unsigned)p[props_pos - 2] << 8) | p[props_pos - 1]);
+    props_len = props_len > 0 ? props_len : 0;
+    if (props_pos + props_len > size || props_pos + props_len != size)
+        goto done;                                     /* torn, or TOTALSIZE differs: it raises */
+    PyObject *fields[18] = {NULL};
+    fields[0] = PyLong_FromLong(size);
+    fields[1] = PyLong_FromLong(magic);
+    fields[2] = PyLong_FromLong(get32(p + 8));
+    fields[3] = PyLong_FromLong(get32(p + 12));
+    fields[4] = PyLong_FromLong(get32(p + 16));
+    fields[5] = PyLong_FromLongLong(get64(p + 20));
+    fields[6] = PyLong_FromLongLong(get64(p + 28));
+    fields[7] = PyLong_FromLong(sys_flag);
+    fields[8] = PyLong_FromLongLong(get64(p + 40));
+    fields[9] = host_string(p + 48, born == 20);
+    fields[10] = PyLong_FromLongLong(get64(p + 48 + born));
+    fields[11] = host_string(p + 56 + born, store == 20);
+    fields[12] = PyLong_FromLong(get32(p + 56 + born + store));
+    fields[13] = PyLong_FromLongLong(get64(p + 60 + born + store));
+    fields[14] = PyBytes_FromStringAndSize((const char *)p + body_pos, body_len);
+    fields[15] = PyUnicode_DecodeUTF8((const char *)p + topic_pos, topic_len, "replace");
+    fields[17] = PyBytes_FromStringAndSize((const char *)p + props_pos, props_len);
+    if (fields[17] != NULL) {
+        if (props_len == 0)
+            fields[16] = PyDict_New();
+        else if (all_ascii(p + props_pos, props_len))
+            fields[16] = ascii_properties(p + props_pos, props_len);
+        else
+            fields[16] = PyObject_CallOneArg(args[4], fields[17]);
+    }
+    int ok = 1;
+    for (int k = 0; k < 18; k++)
+        ok &= fields[k] != NULL;
+    Py_CLEAR(result);
+    if (ok)
+        result = PyObject_Vectorcall(args[3], fields, 18, NULL);
+    for (int k = 0; k < 18; k++)
+        Py_XDECREF(fields[k]);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
