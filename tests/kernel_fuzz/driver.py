@@ -15,7 +15,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | encode_record | topics, properties, hosts, versions and ints at and past their limits   | `_encode_record_py`; the record must scan back |
 | java_hashes   | strings of ASCII, Latin-1, BMP, astral characters and lone surrogates   | `_java_hashes_py` |
 | encode_put    | messages with edge fields under edge settings (maximum size, segment size) | `put_path._encode_for_put` (when C accepts, the same bytes) |
-| index_select, cq_search_nearest | see tests/kernel_fuzz/lookup_targets.py                | `index_select_py`, `cq_search_nearest_py` |
+| index_select, cq_search_nearest, read_message | see tests/kernel_fuzz/lookup_targets.py  | their `*_py` twins |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -108,7 +108,7 @@ class Fuzzer:
             raise SystemExit(f"no seed records in {corpus_dir}")
         self.executions = {name: 0 for name in ("scan", "index_hashes", "place", "encode_record",
                                                 "java_hashes", "encode_put", "index_select",
-                                                "cq_search_nearest")}
+                                                "cq_search_nearest", "read_message")}
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
@@ -373,7 +373,7 @@ class Fuzzer:
         elif roll < 0.94:
             self.encode_put()
         else:                                   # tests/kernel_fuzz/lookup_targets.py
-            name = "index_select" if self.rng.random() < 0.5 else "cq_search_nearest"
+            name = self.rng.choice(["index_select", "cq_search_nearest", "read_message"])
             compared = getattr(lookup_targets, name)(self)
             self.executions[name] += 1
             self.compared[name] += compared

@@ -4,6 +4,7 @@
 |-------------------|---------------------------------------------------------------------------|------------------------|
 | index_select      | a small index file with random slots and entries (cycles, prev out of range, negative times), sometimes cut short; ints at their edges | `index_select_py` |
 | cq_search_nearest | random CQ units over a few fake commit-log segments (records cut by the read position, IPv6 born hosts, a destroyed or unmapped segment, a short buffer) and a reader that answers like store.lookups' | `cq_search_nearest_py` |
+| read_message      | a corpus record with bytes set to edge values, at edge positions and limits | `read_message_py` (decode_message) |
 
 When the C answers NotImplemented ("ask the twin") nothing is compared: the dispatcher runs the twin.
 """
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 import struct
 
-from store.kernel.lookup import cq_search_nearest_py, index_select_py
+from store.codec.message import MessageRecord as _MessageRecord
+from store.codec.message import decode_message as _decode_message
+from store.codec.properties import decode_properties as _decode_properties
+from store.kernel.lookup import cq_search_nearest_py, index_select_py, read_message_py
 
 _EDGES = [0, 1, -1, 2, 3, 7, 2**31 - 1, -2**31, 2**62, -2**62, 2**62 + 1, 2**63 - 1, -2**63, 2**64]
 _STORE_TS_V4, _STORE_TS_V6 = 56, 68
@@ -145,4 +149,29 @@ def cq_search_nearest(fuzzer) -> bool:
     want = _outcome(cq_search_nearest_py, *args, reader)
     if got != want:
         raise fuzzer.disagreement(f"cq_search_nearest: C {got} twin {want}")
+    return True
+
+
+def read_message(fuzzer) -> bool:
+    """One read_message input (a corpus record, mutated, at an edge position and limit); True when
+    it was compared with the twin."""
+    rng = fuzzer.rng
+    record = bytearray(rng.choice(fuzzer.records))
+    for _ in range(rng.choice([0, 1, 1, 2, 4])):
+        at = rng.randrange(len(record))
+        record[at] = rng.choice([0, 0xFF, 0x80, 0x7F, 1, 2, 0xC3, record[at] ^ (1 << rng.randrange(8))])
+    head = rng.randbytes(rng.choice([0, 0, 5]))
+    buffer = bytes(head + record + rng.randbytes(rng.choice([0, 0, 7])))
+    position = len(head) if rng.random() < 0.8 else rng.choice([0, 1, -1, len(buffer) - 8, 2**62])
+    limit = rng.choice([len(buffer), len(buffer), len(buffer) - 1, position + 40, len(buffer) + 3,
+                        -1, 0, 2**63 - 1, 2**64])
+    fuzzer.last_input = {"target": "read_message", "buffer": buffer.hex(), "position": position,
+                         "limit": limit}
+    args = (buffer, position, limit, _MessageRecord, _decode_properties, _decode_message)
+    got = _outcome(fuzzer.native.read_message, *args)
+    if got == ("ok", NotImplemented):
+        return False
+    want = _outcome(read_message_py, *args)
+    if got != want:
+        raise fuzzer.disagreement(f"read_message: C {got} twin {want}")
     return True
