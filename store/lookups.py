@@ -143,7 +143,23 @@ class LookupsMixin:
         return self._store_time_reader()(phy_offset, size)
 
     def _store_time_reader(self):
-        """A `_store_time_of` for one lookup, which calls it ~log2(n) times.
+        """`_make_store_time_reader()`, made again only when the commit log's segment list changed.
+
+        A reader depends on nothing but that list (a new list object on every change: segments are
+        added and dropped copy-on-write), so one made for the same list answers the same.
+        """
+        files = self.commit_log.mapped_files.files
+        cached = self.__dict__.get("_time_reader")
+        if cached is None or cached[0] is not files:
+            cached = self.__dict__["_time_reader"] = (files, self._make_store_time_reader())
+        reader = cached[1]
+        memo = getattr(reader, "memo", None)
+        if memo is not None and len(memo) >= STORE_TIME_MEMO_MAX:
+            memo.clear()
+        return reader
+
+    def _make_store_time_reader(self):
+        """A `_store_time_of` for lookups, which call it ~log2(n) times each.
 
         It holds the commit log's segment list as it was when made, and reads the usual case (the
         record's head inside one segment's readable part) straight from the map; anything else

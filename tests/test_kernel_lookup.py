@@ -141,7 +141,7 @@ def test_cq_search_nearest_matches_its_twin_and_the_python_search_on_a_store(sto
                                                 *reader.segments, reader)
                 want = lookup.cq_search_nearest_py(units, low, count - 1, timestamp_ms, min_phy,
                                                    *reader.segments, reader)
-                plain = store._store_time_reader()
+                plain = store._make_store_time_reader()
                 del plain.segments                        # the Python search, with its memo
                 python = search_nearest_units(units, plain, low, count - 1, timestamp_ms, min_phy)
                 assert got == want == python, (queue_id, timestamp_ms, low, min_phy)

@@ -263,3 +263,22 @@ def test_time_lookups_with_the_memo_match_a_read_only_open(tmp_path, store_type,
         assert "_store_times" not in reader.__dict__
         assert [reader.get_offset_in_queue_by_time("T", q, t, b) for q, t, b in asked] == writable
         assert "_store_times" not in reader.__dict__
+
+
+def test_the_store_time_reader_is_made_again_when_the_segments_change(tmp_path):
+    with _filled_store(tmp_path, count=30) as store:
+        reader = store._store_time_reader()
+        assert store._store_time_reader() is reader          # same segment list: reused
+        files = store.commit_log.mapped_files.files
+        while store.commit_log.mapped_files.files is files:   # until a new segment is added
+            assert store.put_message(Message("T", b"y" * 4000, queue_id=0, keys=["roll"])).ok
+        while store.dispatch_behind_bytes() > 0:
+            store.dispatch_pending()
+        fresh = store._store_time_reader()
+        assert fresh is not reader
+        last = store.commit_log.mapped_files.files[-1]
+        assert fresh(last.file_from_offset, 0) == store.commit_log.store_timestamp_at(
+            last.file_from_offset)
+        newest = store.get_max_offset_in_queue("T", 0) - 1
+        newest_ms = store.get_message_store_timestamp("T", 0, newest)
+        assert store.get_offset_in_queue_by_time("T", 0, newest_ms + 10**6) == newest
