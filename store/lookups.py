@@ -85,7 +85,7 @@ class LookupsMixin:
         last_ts = last_phy = 0
         round_end = end_ms
         query_offsets = self.index_service.query_offsets
-        read_message = self._read_message  # CommitLog.read_record + decode_message, one call
+        find_file = self.commit_log.mapped_files.find_file
         for _round in range(3):
             offsets = query_offsets(topic, key, max_num, begin_ms, round_end)
             last_ts, last_phy = offsets.last_update_timestamp, offsets.last_update_phy_offset
@@ -94,7 +94,13 @@ class LookupsMixin:
                 break
             first_time = None
             for phy_offset in (sorted(phy_offsets) if len(phy_offsets) > 1 else phy_offsets):
-                record = read_message(phy_offset)
+                # self._read_message, inline: the segment, then one call reads and decodes
+                mapped = find_file(phy_offset)
+                if mapped is None or mapped.destroyed:
+                    continue
+                record = read_message(mapped.buffer, phy_offset - mapped.file_from_offset,
+                                      mapped.read_position, MessageRecord, decode_properties,
+                                      decode_message)
                 if record is None:
                     continue
                 if first_time is None:
