@@ -22,7 +22,7 @@ from store.commitlog.earliest import earliest_message_time_5x
 from store.errors import MessageNotFoundError, StoreClosedError
 from store.codec.properties import decode_properties
 from store.kernel.lookup import COMPILED as KERNEL_COMPILED
-from store.kernel.lookup import read_message
+from store.kernel.lookup import read_message, read_message_fast, read_message_py
 
 BOUNDARIES = ("nearest", "lower", "upper")
 _unpack_int = struct.Struct(">i").unpack_from
@@ -98,9 +98,13 @@ class LookupsMixin:
                 mapped = find_file(phy_offset)
                 if mapped is None or mapped.destroyed:
                     continue
-                record = read_message(mapped.buffer, phy_offset - mapped.file_from_offset,
-                                      mapped.read_position, MessageRecord, decode_properties,
-                                      decode_message)
+                buffer, position, limit = \
+                    mapped.buffer, phy_offset - mapped.file_from_offset, mapped.read_position
+                record = read_message_fast(buffer, position, limit, MessageRecord,
+                                           decode_properties, decode_message)
+                if record is NotImplemented:     # the C asks its twin
+                    record = read_message_py(buffer, position, limit, MessageRecord,
+                                             decode_properties, decode_message)
                 if record is None:
                     continue
                 if first_time is None:

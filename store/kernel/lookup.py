@@ -159,5 +159,10 @@ if _native_cq_search_nearest is not None:
 else:
     cq_search_nearest = cq_search_nearest_py
 
+# For the hottest call sites: the C function itself when built (a caller runs the twin when it
+# answers NotImplemented), else the twin (which never does). One Python frame less than the above.
+index_select_fast = _native_index_select or index_select_py
+read_message_fast = _native_read_message or read_message_py
+
 COMPILED = (_native_index_select is not None and _native_cq_search_nearest is not None
             and _native_read_message is not None)
