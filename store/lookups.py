@@ -22,7 +22,7 @@ from store.commitlog.earliest import earliest_message_time_5x
 from store.errors import MessageNotFoundError, StoreClosedError
 from store.codec.properties import decode_properties
 from store.kernel.lookup import COMPILED as KERNEL_COMPILED
-from store.kernel.lookup import read_message, read_message_fast, read_message_py
+from store.kernel.lookup import read_message_fast, read_message_py
 
 BOUNDARIES = ("nearest", "lower", "upper")
 _unpack_int = struct.Struct(">i").unpack_from
@@ -94,7 +94,7 @@ class LookupsMixin:
                 break
             first_time = None
             for phy_offset in (sorted(phy_offsets) if len(phy_offsets) > 1 else phy_offsets):
-                # self._read_message, inline: the segment, then one call reads and decodes
+                # self._read_record + decode_message: the segment, then one call reads and decodes
                 mapped = find_file(phy_offset)
                 if mapped is None or mapped.destroyed:
                     continue
@@ -242,15 +242,6 @@ class LookupsMixin:
                 or position + size > limit:
             return None
         return buffer[position:position + size]
-
-    def _read_message(self, phy_offset: int) -> MessageRecord | None:
-        """`decode_message(self._read_record(phy_offset))`, None where that reads None; decoded by
-        store.kernel.lookup.read_message (compiled: straight from the map, one call)."""
-        mapped = self.commit_log.mapped_files.find_file(phy_offset)
-        if mapped is None or mapped.destroyed:
-            return None
-        return read_message(mapped.buffer, phy_offset - mapped.file_from_offset,
-                            mapped.read_position, MessageRecord, decode_properties, decode_message)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         unit = self.consume_queues.get_unit(topic, queue_id, queue_offset)
