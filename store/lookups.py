@@ -21,6 +21,9 @@ from store.codec.msgid import decode_message_id
 from store.commitlog.earliest import earliest_message_time_5x
 from store.consumequeue.batch.by_time import check_batch_boundary
 from store.errors import MessageNotFoundError, StoreClosedError
+from store.codec.properties import decode_properties
+from store.kernel.lookup import COMPILED as KERNEL_COMPILED
+from store.kernel.lookup import read_message_fast, read_message_py
 
 BOUNDARIES = ("nearest", "lower", "upper")
 _unpack_int = struct.Struct(">i").unpack_from
@@ -83,7 +86,7 @@ class LookupsMixin:
         last_ts = last_phy = 0
         round_end = end_ms
         query_offsets = self.index_service.query_offsets
-        read_record = self._read_record    # CommitLog.read_record, one segment lookup
+        find_file = self.commit_log.mapped_files.find_file
         for _round in range(3):
             offsets = query_offsets(topic, key, max_num, begin_ms, round_end)
             last_ts, last_phy = offsets.last_update_timestamp, offsets.last_update_phy_offset
@@ -92,10 +95,19 @@ class LookupsMixin:
                 break
             first_time = None
             for phy_offset in (sorted(phy_offsets) if len(phy_offsets) > 1 else phy_offsets):
-                raw = read_record(phy_offset)
-                if raw is None:
+                # self._read_record + decode_message: the segment, then one call reads and decodes
+                mapped = find_file(phy_offset)
+                if mapped is None or mapped.destroyed:
                     continue
-                record = decode_message(raw)
+                buffer, position, limit = \
+                    mapped.buffer, phy_offset - mapped.file_from_offset, mapped.read_position
+                record = read_message_fast(buffer, position, limit, MessageRecord,
+                                           decode_properties, decode_message)
+                if record is NotImplemented:     # the C asks its twin
+                    record = read_message_py(buffer, position, limit, MessageRecord,
+                                             decode_properties, decode_message)
+                if record is None:
+                    continue
                 if first_time is None:
                     first_time = record.store_timestamp
                 hits.append(record)
@@ -156,7 +168,23 @@ class LookupsMixin:
         return self._store_time_reader()(phy_offset, size)
 
     def _store_time_reader(self):
-        """A `_store_time_of` for one lookup, which calls it ~log2(n) times.
+        """`_make_store_time_reader()`, made again only when the commit log's segment list changed.
+
+        A reader depends on nothing but that list (a new list object on every change: segments are
+        added and dropped copy-on-write), so one made for the same list answers the same.
+        """
+        files = self.commit_log.mapped_files.files
+        cached = self.__dict__.get("_time_reader")
+        if cached is None or cached[0] is not files:
+            cached = self.__dict__["_time_reader"] = (files, self._make_store_time_reader())
+        reader = cached[1]
+        memo = getattr(reader, "memo", None)
+        if memo is not None and len(memo) >= STORE_TIME_MEMO_MAX:
+            memo.clear()
+        return reader
+
+    def _make_store_time_reader(self):
+        """A `_store_time_of` for lookups, which call it ~log2(n) times each.
 
         It holds the commit log's segment list as it was when made, and reads the usual case (the
         record's head inside one segment's readable part) straight from the map; anything else
@@ -199,6 +227,9 @@ class LookupsMixin:
                             return _unpack_long(buffer, position)[0]
             return slow(phy_offset, size)
 
+        if KERNEL_COMPILED:
+            # search_nearest_units then runs in C on these segments (with no memo to fill).
+            store_time_of.segments = (files, first_from, segment_bytes, count)
         if not self.read_only:
             memo = self.__dict__.get("_store_times")
             if memo is None:

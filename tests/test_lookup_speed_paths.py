@@ -32,6 +32,7 @@ from store.consumequeue.time_search import (
     search_nearest_units,
 )
 from store.index.index_query import query_key_hash
+from store.kernel import lookup as lookup_kernel
 from store.lookups import FOREVER_MS
 from tests.engine_util import FakeClock, small_config
 
@@ -235,8 +236,13 @@ def test_query_message_matches_the_plain_implementation(tmp_path):
         assert store.query_message("Other", "Aa").messages == []
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "python"])
 @pytest.mark.parametrize("store_type", ["default", "defaultRocksDB"])
-def test_time_lookups_with_the_memo_match_a_read_only_open(tmp_path, store_type):
+def test_time_lookups_with_the_memo_match_a_read_only_open(tmp_path, store_type, kernel,
+                                                           monkeypatch):
+    # kernel=False: the nearest search stays in Python (with the memo) on the writable store, while
+    # the read-only open below searches in C when the kernel is built.
+    monkeypatch.setattr("store.lookups.KERNEL_COMPILED", kernel and lookup_kernel.COMPILED)
     store = _filled_store(tmp_path, count=600, store_type=store_type)
     try:
         first = store.get_earliest_message_time()
@@ -247,12 +253,32 @@ def test_time_lookups_with_the_memo_match_a_read_only_open(tmp_path, store_type)
         # twice: the second round answers from the memo where the first one filled it
         writable = [store.get_offset_in_queue_by_time("T", q, t, b) for q, t, b in asked]
         assert writable == [store.get_offset_in_queue_by_time("T", q, t, b) for q, t, b in asked]
-        if store_type == "default":
+        if store_type == "default" and not kernel:
             assert store.__dict__.get("_store_times")
     finally:
         store.close()
+    monkeypatch.setattr("store.lookups.KERNEL_COMPILED", lookup_kernel.COMPILED)
     with MessageStore.open(small_config(tmp_path / "s", store_type=store_type),
                            read_only=True) as reader:
         assert "_store_times" not in reader.__dict__
         assert [reader.get_offset_in_queue_by_time("T", q, t, b) for q, t, b in asked] == writable
         assert "_store_times" not in reader.__dict__
+
+
+def test_the_store_time_reader_is_made_again_when_the_segments_change(tmp_path):
+    with _filled_store(tmp_path, count=30) as store:
+        reader = store._store_time_reader()
+        assert store._store_time_reader() is reader          # same segment list: reused
+        files = store.commit_log.mapped_files.files
+        while store.commit_log.mapped_files.files is files:   # until a new segment is added
+            assert store.put_message(Message("T", b"y" * 4000, queue_id=0, keys=["roll"])).ok
+        while store.dispatch_behind_bytes() > 0:
+            store.dispatch_pending()
+        fresh = store._store_time_reader()
+        assert fresh is not reader
+        last = store.commit_log.mapped_files.files[-1]
+        assert fresh(last.file_from_offset, 0) == store.commit_log.store_timestamp_at(
+            last.file_from_offset)
+        newest = store.get_max_offset_in_queue("T", 0) - 1
+        newest_ms = store.get_message_store_timestamp("T", 0, newest)
+        assert store.get_offset_in_queue_by_time("T", 0, newest_ms + 10**6) == newest

@@ -13,6 +13,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
+from store.kernel.lookup import cq_search_nearest
+
 NEAREST = "nearest"
 LOWER = "lower"
 UPPER = "upper"
@@ -180,7 +182,16 @@ def _memo_of(store_time_of):
 
 def search_nearest_units(units, store_time_of: Callable[[int, int], int], low: int, high: int,
                          timestamp_ms: int, min_phy_offset: int) -> int | None:
-    """`search_nearest` over the CQ units in `units` (a buffer; unit i at byte 20 * i)."""
+    """`search_nearest` over the CQ units in `units` (a buffer; unit i at byte 20 * i).
+
+    When `store_time_of` carries `segments` (files, first_from, segment_bytes, count: the commit log
+    it reads, see store.lookups), the search is store.kernel.lookup's `cq_search_nearest`: compiled,
+    one call, store times read straight from those segments.
+    """
+    segments = getattr(store_time_of, "segments", None)
+    if segments is not None:
+        return cq_search_nearest(units, low, high, timestamp_ms, min_phy_offset, *segments,
+                                 store_time_of)
     memo, memo_floor = _memo_of(store_time_of)
     depth = 0
     target = left = right = -1

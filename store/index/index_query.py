@@ -18,6 +18,7 @@ from store.codec.index_codec import (
     ENTRY_DTYPE, ENTRY_STRUCT, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, SLOT_STRUCT,
 )
 from store.codec.javahash import index_key_hash
+from store.kernel.lookup import index_select
 
 _unpack_slot = SLOT_STRUCT.unpack_from
 _unpack_entry = ENTRY_STRUCT.unpack_from
@@ -94,33 +95,11 @@ class IndexFileQueries:
         files with the same key)."""
         if self.read_only:
             self._load_header()
-        buf = self._require_map()
-        index_count = self.index_count
         if key_hash is None:
             key_hash = query_key_hash(key_string)
-        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.max_hash_slot_num) * HASH_SLOT_SIZE
-        entry_number = _unpack_slot(buf, slot_pos)[0]
-        if entry_number <= 0 or entry_number > index_count or index_count <= 1:
-            return
-        begin_timestamp = self.begin_timestamp
-        entries_position = self._entries_position
-        # A valid chain visits each entry at most once; the bound also stops a corrupt cycle,
-        # where the broker would loop until max_num (or forever).
-        for _step in range(index_count):
-            if len(result) >= max_num:
-                return
-            if entry_number >= self.max_index_num:
-                return      # only possible in a corrupt file whose indexCount equals maxIndexNum
-            read_hash, read_phy, time_diff_s, prev = _unpack_entry(
-                buf, entries_position + entry_number * INDEX_ENTRY_SIZE)
-            if time_diff_s < 0:
-                return
-            time_ms = begin_timestamp + time_diff_s * 1000
-            if read_hash == key_hash and begin_ms <= time_ms <= end_ms:
-                result.append(read_phy)
-            if prev <= 0 or prev > index_count or prev == entry_number or time_ms < begin_ms:
-                return
-            entry_number = prev
+        # The walk itself: store.kernel.lookup (compiled, or its Python twin).
+        index_select(self._require_map(), key_hash, self.max_hash_slot_num, self.max_index_num,
+                     self.index_count, self.begin_timestamp, max_num, begin_ms, end_ms, result)
 
     def walk_chain(self, key_string: str) -> list[ChainStep]:
         """Every hop of the chain `key_string` hashes to (whatever the time), for the teaching view.

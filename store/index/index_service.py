@@ -29,6 +29,7 @@ from store.errors import CorruptDataError, ReadOnlyStoreError, StoreError
 from store.index.index_file import IndexFile
 from store.index.index_query import ChainStep, query_key_hash
 from store.kernel import java_hashes
+from store.kernel.lookup import index_select_fast, index_select_py
 from store.mappedfile.mapped_file import make_directories_durable
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
@@ -328,7 +329,12 @@ class IndexService:
                 first, last = index_file.begin_timestamp, index_file.end_timestamp
                 if ((begin_ms < first and end_ms > last) or (first <= begin_ms <= last)
                         or (first <= end_ms <= last)):
-                    index_file.select(phy_offsets, key_string, max_num, begin_ms, end_ms, key_hash)
+                    # IndexFile.select, inline (its header is fresh, the hash is known)
+                    args = (index_file._require_map(), key_hash, index_file.max_hash_slot_num,
+                            index_file.max_index_num, index_file.index_count, first, max_num,
+                            begin_ms, end_ms, phy_offsets)
+                    if index_select_fast(*args) is NotImplemented:   # the C asks its twin
+                        index_select_py(*args)
                 if first < begin_ms or len(phy_offsets) >= max_num:
                     break
         return IndexQueryResult(phy_offsets, last_ts, last_phy)

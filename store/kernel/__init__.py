@@ -19,6 +19,7 @@ which use it, stay at the bottom of the import graph.
 | scan            | walk records like `checkMessageAndReturnSize` into rows of int64s (check_crc 0 / 1 BODYCRC / 2 `__CRC32#`) |
 | index_hashes    | the Java hashes of the index keys of scan rows (ASCII only; -1: ask) |
 | java_hashes     | Java `String.hashCode` of many strings (numpy int64 of int32 values) |
+| index_select, cq_search_nearest, read_message | lookups: an index chain walk, the 4.9.7 nearest time search, one record read+decoded (twins in `store.kernel.lookup`) |
 """
 
 from __future__ import annotations

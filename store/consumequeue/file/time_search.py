@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from store.codec.cq_unit import CQ_UNIT_SIZE, UNIT_STRUCT
 from store.consumequeue.base import StoreTimeOf, check_boundary
+from store.kernel.lookup import cq_search_nearest
 from store.consumequeue.time_search import (
     LOWER,
     NEAREST,
@@ -36,16 +37,26 @@ def _nearest(queue, timestamp_ms: int, store_time_of: StoreTimeOf) -> int:
         return 0
     # The first file modified at or after the time, else the last one: the last file is the answer
     # either way, so only the others need a stat.
-    mapped = next((f for f in files[:-1] if f.mtime_ms() >= timestamp_ms), files[-1])
+    if len(files) == 1:
+        mapped = files[0]
+    else:
+        mapped = next((f for f in files[:-1] if f.mtime_ms() >= timestamp_ms), files[-1])
     read_position = mapped.read_position
     if read_position == 0:
         return 0
-    low_bytes = max(queue.min_logic_offset - mapped.file_from_offset, 0)
+    low_bytes = queue.min_logic_offset - mapped.file_from_offset
     # Units are read from the map as the search probes them (~log2(n) of them): copying the file
     # (300,000 units by default) per lookup would dominate its cost.
-    index = search_nearest_units(mapped.buffer, store_time_of, low_bytes // CQ_UNIT_SIZE,
-                                 read_position // CQ_UNIT_SIZE - 1, timestamp_ms,
-                                 queue.commit_log_min_offset)
+    segments = getattr(store_time_of, "segments", None)
+    if segments is not None:     # search_nearest_units' compiled case, called directly
+        index = cq_search_nearest(mapped.buffer, low_bytes // CQ_UNIT_SIZE if low_bytes > 0 else 0,
+                                  read_position // CQ_UNIT_SIZE - 1, timestamp_ms,
+                                  queue.commit_log_min_offset, *segments, store_time_of)
+    else:
+        index = search_nearest_units(mapped.buffer, store_time_of,
+                                     low_bytes // CQ_UNIT_SIZE if low_bytes > 0 else 0,
+                                     read_position // CQ_UNIT_SIZE - 1, timestamp_ms,
+                                     queue.commit_log_min_offset)
     if index is None:
         return 0
     if index < 0:

@@ -8,6 +8,8 @@
  * | put.c     | encode_put: store.commitlog.put_path.encode_for_put's common case in one call            |
  * | scan.c    | scan: walk records like checkMessageAndReturnSize, one int64 row per record    |
  * | hash.c    | java_hashes, index_hashes: Java String.hashCode of strings / of index keys     |
+ * | lookup.c  | cq_search_nearest, index_select, read_message: time search over CQ units; an  |
+ * |           | index chain walk; one record read and decoded for query_message               |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
@@ -106,6 +108,10 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 PyObject *rmq_scan(PyObject *self, PyObject *args);
 PyObject *rmq_java_hashes(PyObject *self, PyObject *arg);
 PyObject *rmq_index_hashes(PyObject *self, PyObject *args);
+PyObject *rmq_cq_search_nearest(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *rmq_index_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *rmq_read_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_cq_search_nearest_doc[], rmq_index_select_doc[], rmq_read_message_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
     rmq_java_hashes_doc[], rmq_index_hashes_doc[];
 

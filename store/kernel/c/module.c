@@ -9,6 +9,9 @@ static PyMethodDef methods[] = {
     {"scan", rmq_scan, METH_VARARGS, rmq_scan_doc},
     {"java_hashes", rmq_java_hashes, METH_O, rmq_java_hashes_doc},
     {"index_hashes", rmq_index_hashes, METH_VARARGS, rmq_index_hashes_doc},
+    {"cq_search_nearest", (PyCFunction)(void (*)(void))rmq_cq_search_nearest, METH_FASTCALL, rmq_cq_search_nearest_doc},
+    {"index_select", (PyCFunction)(void (*)(void))rmq_index_select, METH_FASTCALL, rmq_index_select_doc},
+    {"read_message", (PyCFunction)(void (*)(void))rmq_read_message, METH_FASTCALL, rmq_read_message_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,521 @@
+/* Lookups: the nearest-time binary search over consume-queue units (spec §10.3) and the walk of one
+ * index file's slot chain (spec §5.8). Twins: store/kernel/lookup.py.
+ *
+ * Both read mapped files the caller holds; neither keeps a pointer past the call. Where the Python
+ * path would raise (a probe or an entry outside its buffer) they answer NotImplemented ("ask") and
+ * the caller runs the twin, which raises the Python path's own error at the same step.
+ */
+
+#include "kernel.h"
+
+#define CQ_UNIT_BYTES 20
+#define INDEX_HEADER_BYTES 40
+#define INDEX_SLOT_BYTES 4
+#define INDEX_ENTRY_BYTES 20
+/* STORETIMESTAMP's position in a record with an IPv4 / IPv6 born host (store.codec.message). */
+#define STORE_TS_V4 56
+#define STORE_TS_V6 68
+
+/* One commit-log segment as the store-time reader of store.lookups sees it, fetched once per call. */
+typedef struct {
+    Py_ssize_t index;          /* position in `files`; -1: none held */
+    int usable;                /* 0: every probe in it goes to the Python reader */
+    int64_t from, limit;       /* file_from_offset, read_position */
+    Py_buffer view;
+} segment;
+
+static void segment_release(segment *s)
+{
+    if (s->index >= 0 && s->usable)
+        PyBuffer_Release(&s->view);
+    s->index = -1;
+    s->usable = 0;
+    s->from = s->limit = 0;
+}
+
+/* An argument as a long long: 0, or 1 for anything else (not an int, or past int64: the caller
+ * asks the twin), -1 on error. `small`: within +-2^62 too (so sums of two cannot wrap). */
+static int int_arg(PyObject *obj, long long *out, int small)
+{
+    if (!PyLong_Check(obj))
+        return 1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || (small && (v < -(1LL << 62) || v > (1LL << 62))))
+        return 1;
+    *out = v;
+    return 0;
+}
+
+static int64_t attr_int64(PyObject *obj, const char *name, int *ok)
+{
+    PyObject *value = PyObject_GetAttrString(obj, name);
+    if (value == NULL) {
+        *ok = -1;
+        return 0;
+    }
+    int overflow = 0;
+    long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : 0;
+    if (!PyLong_Check(value) || overflow)
+        *ok = 0;
+    Py_DECREF(value);
+    return v;
+}
+
+/* Fetch segment `index` of `files` into `s`: -1 with an exception, else 0 (s->usable says whether
+ * it can be read here). Mirrors the reader's checks: not destroyed, a buffer, read_position inside
+ * it. */
+static int segment_load(segment *s, PyObject *files, Py_ssize_t index)
+{
+    segment_release(s);
+    s->index = index;
+    PyObject *mapped = PyList_GET_ITEM(files, index);
+    PyObject *destroyed = PyObject_GetAttrString(mapped, "destroyed");
+    if (destroyed == NULL)
+        return -1;
+    int is_destroyed = PyObject_IsTrue(destroyed);
+    Py_DECREF(destroyed);
+    if (is_destroyed < 0)
+        return -1;
+    if (is_destroyed)
+        return 0;
+    int ok = 1;
+    s->from = attr_int64(mapped, "file_from_offset", &ok);
+    if (ok > 0)
+        s->limit = attr_int64(mapped, "read_position", &ok);
+    if (ok < 0)
+        return -1;
+    if (ok == 0)
+        return 0;
+    PyObject *buffer = PyObject_GetAttrString(mapped, "buffer");
+    if (buffer == NULL)
+        return -1;
+    if (PyObject_GetBuffer(buffer, &s->view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(buffer);
+        PyErr_Clear();             /* not a buffer (a closed map): the Python reader decides */
+        return 0;
+    }
+    Py_DECREF(buffer);
+    if (s->limit < 0 || s->limit > s->view.len) {
+        PyBuffer_Release(&s->view);
+        return 0;
+    }
+    s->usable = 1;
+    return 0;
+}
+
+/* The segments a search has fetched, direct-mapped by index (a search probes ~log2(n) records,
+ * spread over a few segments at first). */
+#define SEGMENT_CACHE 8
+typedef struct {
+    segment slot[SEGMENT_CACHE];
+} segment_cache;
+
+static void cache_init(segment_cache *c)
+{
+    for (int k = 0; k < SEGMENT_CACHE; k++) {
+        c->slot[k].index = -1;
+        c->slot[k].usable = 0;
+        c->slot[k].from = c->slot[k].limit = 0;
+    }
+}
+
+static void cache_release(segment_cache *c)
+{
+    for (int k = 0; k < SEGMENT_CACHE; k++)
+        segment_release(&c->slot[k]);
+}
+
+/* The store time of the record at phy_offset: 1 with *out set (-1 below the commit log, as the
+ * reader answers), 0 when the Python reader said None, -1 with an exception. */
+static int store_time(PyObject *files, int64_t count, int64_t first_from, int64_t segment_bytes,
+                      PyObject *reader, segment_cache *c, int64_t phy_offset, int32_t size,
+                      int64_t *out)
+{
+    if (phy_offset < first_from) {
+        *out = -1;
+        return 1;
+    }
+    int64_t index = (phy_offset - first_from) / segment_bytes;
+    if (index < count) {
+        segment *s = &c->slot[index % SEGMENT_CACHE];
+        if (s->index != index && segment_load(s, files, (Py_ssize_t)index) < 0)
+            return -1;
+        int64_t position = phy_offset - s->from;
+        if (s->usable && position >= 0 && position < segment_bytes && position <= s->limit - 40) {
+            const unsigned char *p = s->view.buf;
+            position += (get32(p + position + 36) & SYSFLAG_BORNHOST_V6) ? STORE_TS_V6 : STORE_TS_V4;
+            if (position <= s->limit - 8) {
+                *out = get64(p + position);
+                return 1;
+            }
+        }
+    }
+    /* Anything else: the reader itself (no buffer may be held while Python code runs). */
+    cache_release(c);
+    PyObject *answer = PyObject_CallFunction(reader, "LL", (long long)phy_offset, (long long)size);
+    if (answer == NULL)
+        return -1;
+    if (answer == Py_None) {
+        Py_DECREF(answer);
+        return 0;
+    }
+    long long value = PyLong_AsLongLong(answer);
+    Py_DECREF(answer);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    *out = value;
+    return 1;
+}
+
+const char rmq_cq_search_nearest_doc[] = (
+"cq_search_nearest(units, low, high, timestamp_ms, min_phy_offset, files, first_from, segment_bytes,\n"
+"                  count, reader) -> int | None | NotImplemented\n\n"
+"store.consumequeue.time_search.search_nearest_units (4.9.7 getOffsetInQueueByTime in one file) with\n"
+"store times read from the commit log's segments `files` (MappedFile objects, the first starting at\n"
+"first_from; the first `count` of them are used), the Python `reader(phy_offset, size)` for any\n"
+"record it cannot read there. NotImplemented: a probe outside `units`, an argument that is not an\n"
+"int64, or low, high, first_from, segment_bytes, count past +-2**62 (the twin answers).");
+
+PyObject *rmq_cq_search_nearest(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "cq_search_nearest takes 10 arguments");
+        return NULL;
+    }
+    long long v[7];
+    for (int k = 0; k < 7; k++) {
+        /* timestamp_ms and min_phy_offset are only compared (distances in 128 bits) */
+        int got = int_arg(args[k < 4 ? k + 1 : k + 2], &v[k], k != 2 && k != 3);
+        if (got < 0)
+            return NULL;
+        if (got > 0)
+            Py_RETURN_NOTIMPLEMENTED;
+    }
+    long long low = v[0], high = v[1], timestamp_ms = v[2], min_phy = v[3], first_from = v[4];
+    long long segment_bytes = v[5], count = v[6];
+    PyObject *files = args[5], *reader = args[9];
+    if (!PyList_Check(files) || segment_bytes <= 0 || first_from < 0 || count < 0
+            || count > PyList_GET_SIZE(files))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_buffer units;
+    if (PyObject_GetBuffer(args[0], &units, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const unsigned char *u = units.buf;
+    segment_cache s;
+    cache_init(&s);
+    int64_t target = -1, left = -1, right = -1, left_time = -1, right_time = -1;
+    PyObject *result = NULL;
+    int none = 0;
+    while (high >= low) {
+        int64_t mid = (low + high) >> 1;     /* floor, as Python's // */
+        if (mid < 0 || mid > (units.len - 12) / CQ_UNIT_BYTES || units.len < 12) {
+            cache_release(&s);
+            PyBuffer_Release(&units);
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        int64_t phy_offset = get64(u + mid * CQ_UNIT_BYTES);
+        int32_t size = get32(u + mid * CQ_UNIT_BYTES + 8);
+        if (phy_offset < min_phy) {
+            low = mid + 1;
+            left = mid;
+            continue;
+        }
+        int64_t t;
+        int got = store_time(files, count, first_from, segment_bytes, reader, &s, phy_offset, size, &t);
+        if (got < 0)
+            goto done;
+        if (got == 0 || t < 0) {
+            none = 1;
+            break;
+        }
+        if (t == timestamp_ms) {
+            target = mid;
+            break;
+        }
+        if (t > timestamp_ms) {
+            high = mid - 1;
+            right = mid;
+            right_time = t;
+        } else {
+            low = mid + 1;
+            left = mid;
+            left_time = t;
+        }
+    }
+    if (none) {
+        result = Py_NewRef(Py_None);
+    } else {
+        int64_t answer;
+        if (target != -1)
+            answer = target;
+        else if (left_time == -1)
+            answer = right;
+        else if (right_time == -1)
+            answer = left;
+        else {
+            __int128 dl = (__int128)timestamp_ms - left_time, dr = (__int128)timestamp_ms - right_time;
+            dl = dl < 0 ? -dl : dl;
+            dr = dr < 0 ? -dr : dr;
+            answer = dl > dr ? right : left;
+        }
+        result = PyLong_FromLongLong(answer);
+    }
+done:
+    cache_release(&s);
+    PyBuffer_Release(&units);
+    return result;
+}
+
+const char rmq_index_select_doc[] = (
+"index_select(buf, key_hash, max_hash_slot_num, max_index_num, index_count, begin_timestamp,\n"
+"             max_num, begin_ms, end_ms, result) -> None | NotImplemented\n\n"
+"IndexFile.selectPhyOffset over the mapped index file `buf`: append the phy offsets of the chain's\n"
+"entries with key_hash stored in [begin_ms, end_ms] to the list `result`, newest first, until it\n"
+"holds max_num. NotImplemented: a slot or entry outside `buf`, an argument that is not an int64,\n"
+"or key_hash .. begin_timestamp past +-2**62 (the twin answers).");
+
+PyObject *rmq_index_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "index_select takes 10 arguments");
+        return NULL;
+    }
+    long long v[8];
+    for (int k = 0; k < 8; k++) {
+        /* begin_ms, end_ms, max_num: only compared */
+        int got = int_arg(args[k + 1], &v[k], k < 5);
+        if (got < 0)
+            return NULL;
+        if (got > 0)
+            Py_RETURN_NOTIMPLEMENTED;
+    }
+    long long key_hash = v[0], slots = v[1], max_index = v[2], index_count = v[3];
+    long long begin_timestamp = v[4], max_num = v[5], begin_ms = v[6], end_ms = v[7];
+    PyObject *result = args[9];
+    if (!PyList_Check(result) || slots <= 0 || key_hash < 0 || slots > (1LL << 40))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const unsigned char *p = view.buf;
+    Py_ssize_t len = view.len, start = PyList_GET_SIZE(result);
+    long long slot_pos = INDEX_HEADER_BYTES + (key_hash % slots) * INDEX_SLOT_BYTES;
+    long long entries_pos = INDEX_HEADER_BYTES + slots * INDEX_SLOT_BYTES;
+    PyObject *answer = Py_None;
+    if (slot_pos > len - INDEX_SLOT_BYTES) {
+        answer = Py_NotImplemented;
+        goto done;
+    }
+    long long entry = get32(p + slot_pos);
+    if (entry <= 0 || entry > index_count || index_count <= 1)
+        goto done;
+    /* At most index_count steps: a valid chain visits each entry once; this also stops a cycle. */
+    for (long long step = 0; step < index_count; step++) {
+        if (PyList_GET_SIZE(result) >= max_num)
+            break;
+        if (entry >= max_index)
+            break;
+        long long position = entries_pos + entry * INDEX_ENTRY_BYTES;
+        if (position > len - INDEX_ENTRY_BYTES) {
+            answer = Py_NotImplemented;
+            break;
+        }
+        const unsigned char *e = p + position;
+        int32_t read_hash = get32(e), time_diff_s = get32(e + 12), prev = get32(e + 16);
+        int64_t read_phy = get64(e + 4);
+        if (time_diff_s < 0)
+            break;
+        long long time_ms = begin_timestamp + (long long)time_diff_s * 1000;
+        if (read_hash == key_hash && begin_ms <= time_ms && time_ms <= end_ms) {
+            PyObject *phy = PyLong_FromLongLong(read_phy);
+            if (phy == NULL || PyList_Append(result, phy) < 0) {
+                Py_XDECREF(phy);
+                PyBuffer_Release(&view);
+                return NULL;
+            }
+            Py_DECREF(phy);
+        }
+        if (prev <= 0 || prev > index_count || prev == entry || time_ms < begin_ms)
+            break;
+        entry = prev;
+    }
+done:
+    PyBuffer_Release(&view);
+    /* Asking the twin: it starts over, so what was appended goes. */
+    if (answer == Py_NotImplemented && PyList_SetSlice(result, start, PY_SSIZE_T_MAX, NULL) < 0)
+        return NULL;
+    return Py_NewRef(answer);
+}
+
+/* -- one record, read and decoded (store.lookups._read_record + store.codec.message.decode_message) -- */
+
+/* "a.b.c.d:port" / "[g:g:g:g:g:g:g:g]:port" of a host field, as msgid.host_to_string renders it. */
+static PyObject *host_string(const unsigned char *p, int v6)
+{
+    char text[64];
+    if (!v6) {
+        snprintf(text, sizeof text, "%u.%u.%u.%u:%d", p[0], p[1], p[2], p[3], (int)get32(p + 4));
+    } else {
+        int n = snprintf(text, sizeof text, "[");
+        for (int g = 0; g < 8; g++)
+            n += snprintf(text + n, sizeof text - n, g ? ":%x" : "%x", (p[2 * g] << 8) | p[2 * g + 1]);
+        snprintf(text + n, sizeof text - n, "]:%d", (int)get32(p + 16));
+    }
+    return PyUnicode_FromString(text);
+}
+
+/* decode_properties of ASCII bytes (the caller checked): entries split on \x02, the name before the
+ * first \x01; entries shorter than 3, with an empty name or an empty value are dropped. */
+static PyObject *ascii_properties(const unsigned char *p, Py_ssize_t n)
+{
+    PyObject *dict = PyDict_New();
+    if (dict == NULL)
+        return NULL;
+    Py_ssize_t start = 0;
+    while (start <= n) {
+        const unsigned char *end = memchr(p + start, 2, n - start);
+        Py_ssize_t stop = end ? end - p : n;
+        Py_ssize_t length = stop - start;
+        if (length >= 3) {
+            const unsigned char *sep = memchr(p + start, 1, length);
+            Py_ssize_t at = sep ? sep - (p + start) : -1;
+            if (at > 0 && at < length - 1) {
+                PyObject *name = PyUnicode_FromStringAndSize((const char *)p + start, at);
+                PyObject *value = name ? PyUnicode_FromStringAndSize(
+                    (const char *)p + start + at + 1, length - at - 1) : NULL;
+                if (value == NULL || PyDict_SetItem(dict, name, value) < 0) {
+                    Py_XDECREF(name);
+                    Py_XDECREF(value);
+                    Py_DECREF(dict);
+                    return NULL;
+                }
+                Py_DECREF(name);
+                Py_DECREF(value);
+            }
+        }
+        start = stop + 1;
+    }
+    return dict;
+}
+
+static int all_ascii(const unsigned char *p, Py_ssize_t n)
+{
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (p[k] & 0x80)
+            return 0;
+    return 1;
+}
+
+const char rmq_read_message_doc[] = (
+"read_message(buffer, position, limit, record_type, decode_properties, decode_message)\n"
+"    -> record | None | NotImplemented\n\n"
+"The record at `position` of a commit-log segment readable up to `limit`, decoded: None where\n"
+"store.lookups._read_record finds no record (the head or the record past the limit, not a message\n"
+"magic, TOTALSIZE <= 0), else record_type(...) as store.codec.message.decode_message builds it\n"
+"(non-ASCII PROPERTIES through decode_properties). NotImplemented where decode_message would\n"
+"raise (a torn or inconsistent record) or an argument is not what it should be: the twin decodes.");
+
+PyObject *rmq_read_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "read_message takes 6 arguments");
+        return NULL;
+    }
+    long long position, limit;
+    int got = int_arg(args[1], &position, 1);
+    if (got == 0)
+        got = int_arg(args[2], &limit, 1);
+    if (got < 0)
+        return NULL;
+    if (got > 0)
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *result = Py_NotImplemented;
+    Py_INCREF(result);
+    const unsigned char *base = view.buf;
+    if (limit > view.len || limit < 0)
+        goto done;                                     /* the twin slices (and finds) what it can */
+    if (position < 0 || position > limit - 8) {
+        Py_SETREF(result, Py_NewRef(Py_None));
+        goto done;
+    }
+    const unsigned char *p = base + position;
+    int32_t size = get32(p), magic = get32(p + 4);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size <= 0 || size > limit - position) {
+        Py_SETREF(result, Py_NewRef(Py_None));
+        goto done;
+    }
+    /* decode_message(buffer[position:position + size]): every field inside `size` bytes */
+    int version = magic == MAGIC_V2 ? 2 : 1;
+    if (size < 40)
+        goto done;
+    int32_t sys_flag = get32(p + 36);
+    int born = sys_flag & SYSFLAG_BORNHOST_V6 ? 20 : 8, store = sys_flag & SYSFLAG_STOREHOST_V6 ? 20 : 8;
+    int64_t body_len_pos = 68 + born + store;
+    if (body_len_pos + 4 > size)
+        goto done;
+    int64_t body_len = get32(p + body_len_pos);
+    body_len = body_len > 0 ? body_len : 0;
+    int64_t body_pos = body_len_pos + 4, topic_len_pos = body_pos + body_len;
+    if (topic_len_pos + version > size)
+        goto done;
+    int64_t topic_len = version == 1 ? (int8_t)p[topic_len_pos]
+                                     : (int16_t)(((unsigned)p[topic_len_pos] << 8) | p[topic_len_pos + 1]);
+    if (topic_len < 0)
+        goto done;
+    int64_t topic_pos = topic_len_pos + version, props_pos = topic_pos + topic_len + 2;
+    if (props_pos > size)
+        goto done;
+    int64_t props_len = (int16_t)(((unsigned)p[props_pos - 2] << 8) | p[props_pos - 1]);
+    props_len = props_len > 0 ? props_len : 0;
+    if (props_pos + props_len > size || props_pos + props_len != size)
+        goto done;                                     /* torn, or TOTALSIZE differs: it raises */
+    PyObject *fields[18] = {NULL};
+    fields[0] = PyLong_FromLong(size);
+    fields[1] = PyLong_FromLong(magic);
+    fields[2] = PyLong_FromLong(get32(p + 8));
+    fields[3] = PyLong_FromLong(get32(p + 12));
+    fields[4] = PyLong_FromLong(get32(p + 16));
+    fields[5] = PyLong_FromLongLong(get64(p + 20));
+    fields[6] = PyLong_FromLongLong(get64(p + 28));
+    fields[7] = PyLong_FromLong(sys_flag);
+    fields[8] = PyLong_FromLongLong(get64(p + 40));
+    fields[9] = host_string(p + 48, born == 20);
+    fields[10] = PyLong_FromLongLong(get64(p + 48 + born));
+    fields[11] = host_string(p + 56 + born, store == 20);
+    fields[12] = PyLong_FromLong(get32(p + 56 + born + store));
+    fields[13] = PyLong_FromLongLong(get64(p + 60 + born + store));
+    fields[14] = PyBytes_FromStringAndSize((const char *)p + body_pos, body_len);
+    fields[15] = PyUnicode_DecodeUTF8((const char *)p + topic_pos, topic_len, "replace");
+    fields[17] = PyBytes_FromStringAndSize((const char *)p + props_pos, props_len);
+    if (fields[17] != NULL) {
+        if (props_len == 0)
+            fields[16] = PyDict_New();
+        else if (all_ascii(p + props_pos, props_len))
+            fields[16] = ascii_properties(p + props_pos, props_len);
+        else
+            fields[16] = PyObject_CallOneArg(args[4], fields[17]);
+    }
+    int ok = 1;
+    for (int k = 0; k < 18; k++)
+        ok &= fields[k] != NULL;
+    Py_CLEAR(result);
+    if (ok)
+        result = PyObject_Vectorcall(args[3], fields, 18, NULL);
+    for (int k = 0; k < 18; k++)
+        Py_XDECREF(fields[k]);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}

@@ -1,0 +1,168 @@
+"""The lookups' kernels (`c/lookup.c`) and their pure-Python twins.
+
+| function          | what                                                                          |
+|-------------------|-------------------------------------------------------------------------------|
+| index_select      | IndexFile.selectPhyOffset over one mapped index file (spec §5.8)              |
+| cq_search_nearest | 4.9.7 getOffsetInQueueByTime inside one consume-queue file (spec §10.3)       |
+| read_message      | the record at a position of a commit-log segment, read and decoded            |
+
+Each name is the compiled function when the kernel is built (and `RMQ_KERNEL=python` is not set),
+else the twin; either way the answers are the same. The C answers NotImplemented where the Python
+path would raise or where an argument is outside what it handles (not an int64, or past +-2**62
+where it is added); the dispatchers here then run the twin, which raises or answers as the Python
+path always did.
+May import: nothing of the store (see `store.kernel`).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from store.kernel import _native
+
+_unpack_slot = struct.Struct(">i").unpack_from
+_unpack_entry = struct.Struct(">iqii").unpack_from
+_unpack_phy_size = struct.Struct(">qi").unpack_from
+_INDEX_HEADER_BYTES = 40
+_SLOT_BYTES = 4
+_ENTRY_BYTES = 20
+_UNIT_BYTES = 20
+
+_unpack_size_magic = struct.Struct(">ii").unpack_from
+_MAGIC_V1, _MAGIC_V2 = -626843481, -626843477
+
+_native_index_select = getattr(_native, "index_select", None)
+_native_read_message = getattr(_native, "read_message", None)
+_native_cq_search_nearest = getattr(_native, "cq_search_nearest", None)
+
+
+def index_select_py(buf, key_hash: int, max_hash_slot_num: int, max_index_num: int,
+                    index_count: int, begin_timestamp: int, max_num: int, begin_ms: int,
+                    end_ms: int, result: list) -> None:
+    """Append to `result` the phy offsets of the entries of `key_hash`'s chain in `buf` (a whole
+    index file) stored in [begin_ms, end_ms], newest first, until it holds `max_num`.
+
+    At most `index_count` steps, which the caller keeps <= max_index_num (IndexFile's header load
+    refuses more)."""
+    entries_position = _INDEX_HEADER_BYTES + max_hash_slot_num * _SLOT_BYTES
+    entry_number = _unpack_slot(
+        buf, _INDEX_HEADER_BYTES + (key_hash % max_hash_slot_num) * _SLOT_BYTES)[0]
+    if entry_number <= 0 or entry_number > index_count or index_count <= 1:
+        return
+    # A valid chain visits each entry at most once; the bound also stops a corrupt cycle, where the
+    # broker would loop until max_num (or forever).
+    for _step in range(index_count):
+        if len(result) >= max_num:
+            return
+        if entry_number >= max_index_num:
+            return      # only possible in a corrupt file whose indexCount equals maxIndexNum
+        read_hash, read_phy, time_diff_s, prev = _unpack_entry(
+            buf, entries_position + entry_number * _ENTRY_BYTES)
+        if time_diff_s < 0:
+            return
+        time_ms = begin_timestamp + time_diff_s * 1000
+        if read_hash == key_hash and begin_ms <= time_ms <= end_ms:
+            result.append(read_phy)
+        if prev <= 0 or prev > index_count or prev == entry_number or time_ms < begin_ms:
+            return
+        entry_number = prev
+
+
+def cq_search_nearest_py(units, low: int, high: int, timestamp_ms: int, min_phy_offset: int,
+                         files, first_from: int, segment_bytes: int, count: int, reader):
+    """4.9.7's nearest search over the CQ units in `units` (unit i at byte 20 * i) between relative
+    indexes `low` and `high`: the index of the unit stored nearest `timestamp_ms` (ties: the earlier),
+    -1 when none qualified, None when a store time could not be read.
+
+    Store times come from `reader(phy_offset, size)` (store.lookups' store-time reader); the C reads
+    the usual case straight from the commit log's segments `files[:count]` (starting at `first_from`,
+    `segment_bytes` each), which that reader answers the same way.
+    """
+    target = left = right = -1
+    left_time = right_time = -1
+    while high >= low:
+        mid = (low + high) // 2
+        phy_offset, size = _unpack_phy_size(units, mid * _UNIT_BYTES)
+        if phy_offset < min_phy_offset:
+            low = mid + 1
+            left = mid
+            continue
+        store_time = reader(phy_offset, size)
+        if store_time is None or store_time < 0:
+            return None
+        if store_time == timestamp_ms:
+            target = mid
+            break
+        if store_time > timestamp_ms:
+            high = mid - 1
+            right, right_time = mid, store_time
+        else:
+            low = mid + 1
+            left, left_time = mid, store_time
+    if target != -1:
+        return target
+    if left_time == -1:
+        return right
+    if right_time == -1:
+        return left
+    return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
+
+
+def read_message_py(buffer, position: int, limit: int, record_type, decode_properties,
+                    decode_message):
+    """The record at `position` of a commit-log segment readable up to `limit`: None when no record
+    starts there (the head or the whole record past `limit`, not a message magic, TOTALSIZE <= 0),
+    else `decode_message` of its bytes (store.codec.message's; `record_type` and `decode_properties`
+    are what the C builds the same record with)."""
+    if position < 0 or position + 8 > limit:
+        return None
+    size, magic = _unpack_size_magic(buffer, position)
+    if (magic != _MAGIC_V1 and magic != _MAGIC_V2) or size <= 0 or position + size > limit:
+        return None
+    return decode_message(buffer[position:position + size])
+
+
+if _native_read_message is not None:
+    def read_message(buffer, position, limit, record_type, decode_properties, decode_message):
+        """`read_message_py`, compiled."""
+        record = _native_read_message(buffer, position, limit, record_type, decode_properties,
+                                      decode_message)
+        if record is NotImplemented:
+            return read_message_py(buffer, position, limit, record_type, decode_properties,
+                                   decode_message)
+        return record
+else:
+    read_message = read_message_py
+
+if _native_index_select is not None:
+    def index_select(buf, key_hash, max_hash_slot_num, max_index_num, index_count,
+                     begin_timestamp, max_num, begin_ms, end_ms, result) -> None:
+        """`index_select_py`, compiled."""
+        if _native_index_select(buf, key_hash, max_hash_slot_num, max_index_num, index_count,
+                                begin_timestamp, max_num, begin_ms, end_ms,
+                                result) is NotImplemented:
+            index_select_py(buf, key_hash, max_hash_slot_num, max_index_num, index_count,
+                            begin_timestamp, max_num, begin_ms, end_ms, result)
+else:
+    index_select = index_select_py
+
+if _native_cq_search_nearest is not None:
+    def cq_search_nearest(units, low, high, timestamp_ms, min_phy_offset, files, first_from,
+                          segment_bytes, count, reader):
+        """`cq_search_nearest_py`, compiled."""
+        answer = _native_cq_search_nearest(units, low, high, timestamp_ms, min_phy_offset, files,
+                                           first_from, segment_bytes, count, reader)
+        if answer is NotImplemented:
+            return cq_search_nearest_py(units, low, high, timestamp_ms, min_phy_offset, files,
+                                        first_from, segment_bytes, count, reader)
+        return answer
+else:
+    cq_search_nearest = cq_search_nearest_py
+
+# For the hottest call sites: the C function itself when built (a caller runs the twin when it
+# answers NotImplemented), else the twin (which never does). One Python frame less than the above.
+index_select_fast = _native_index_select or index_select_py
+read_message_fast = _native_read_message or read_message_py
+
+COMPILED = (_native_index_select is not None and _native_cq_search_nearest is not None
+            and _native_read_message is not None)

@@ -1,0 +1,247 @@
+"""store.kernel.lookup: the compiled index walk and nearest time search give their twins' answers.
+
+* `index_select` against `index_select_py` on the index files of a store with many hash collisions
+  (64 slots), and on random files (cycles, prev out of range, negative times, cut-short buffers,
+  ints at their edges), through the fuzz driver's generator;
+* `cq_search_nearest` against `cq_search_nearest_py` and the Python `search_nearest_units` (with its
+  memo) on a store of several 64 KiB commit-log segments with IPv4 and IPv6 born hosts, and on random
+  fake segments (records cut by the read position, destroyed or unmapped segments);
+* `read_message` against `read_message_py` (store.codec.message.decode_message) at every position of
+  a store's commit log and on damaged records (flipped bytes, cut limits, IPv6 hosts, non-ASCII
+  topics and properties);
+* the "ask the twin" answers: a probe outside the units, an entry outside the file, a non-int.
+
+The sanitized fuzzing of the same functions is tests/test_kernel_fuzz.py.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+
+from store import Message, MessageStore
+from store.codec.index_codec import build_key
+from store.codec.message import MessageRecord, decode_message, encode_message
+from store.codec.properties import decode_properties, encode_properties
+from store.consumequeue.time_search import search_nearest_units
+from store.index.index_query import query_key_hash
+from store.kernel import _native
+from store.kernel import lookup
+from tests.engine_util import FakeClock, small_config
+from tests.kernel_fuzz import lookup_targets
+
+needs_kernel = pytest.mark.skipif(not lookup.COMPILED, reason="the kernel is not built")
+
+
+class _Driver:
+    """What lookup_targets needs of the fuzz driver."""
+
+    class Disagreement(AssertionError):
+        pass
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self.native = _native
+        self.disagreement = self.Disagreement
+        self.last_input: dict = {}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lookup-kernel")
+    clock = FakeClock(1_700_000_000_000)
+    with MessageStore.open(small_config(root), clock_ms=clock) as opened:
+        for n in range(900):
+            clock.advance(_step_ms(n))
+            assert opened.put_message(Message(
+                "T", b"x" * (n % 97), queue_id=n % 3, keys=[f"k{n}", f"k{n % 50}"],
+                born_host="[::1]:5" if n % 7 == 0 else None)).ok
+        while opened.dispatch_behind_bytes() > 0:
+            opened.dispatch_pending()
+        yield opened
+
+
+def _step_ms(n: int) -> int:
+    """Store-time steps with plateaus (equal times) and jumps."""
+    return (0, 0, 1, 3, 250)[n % 5]
+
+
+@needs_kernel
+def test_index_select_matches_its_twin_on_a_store(store):
+    files = store.index_service.files
+    assert len(files) > 1
+    rng = random.Random(5)
+    keys = [f"k{n}" for n in range(0, 900, 7)] + ["nope", "k3", "k49"]
+    first = store.get_earliest_message_time()
+    for index_file in files:
+        buf = index_file._require_map()
+        for key in keys:
+            key_hash = query_key_hash(build_key("T", key))
+            for max_num in (1, 3, 64):
+                begin_ms = rng.choice((0, first + 500, first + 5000))
+                end_ms = rng.choice((2**63 - 1, first + 8000))
+                args = (buf, key_hash, index_file.max_hash_slot_num, index_file.max_index_num,
+                        index_file.index_count, index_file.begin_timestamp, max_num, begin_ms,
+                        end_ms)
+                got, want = [7], [7]
+                assert _native.index_select(*args, got) is None
+                lookup.index_select_py(*args, want)
+                assert got == want, (key, max_num, begin_ms, end_ms)
+
+
+@needs_kernel
+def test_index_select_matches_its_twin_on_random_files():
+    driver = _Driver(1)
+    compared = sum(lookup_targets.index_select(driver) for _ in range(3000))
+    assert compared > 500
+
+
+@needs_kernel
+def test_index_select_asks_the_twin_where_python_raises():
+    buf = bytearray(40 + 4 * 4 + 20 * 8)
+    struct.pack_into(">i", buf, 40 + 4 * 1, 3)                     # slot 1 -> entry 3
+    struct.pack_into(">iqii", buf, 40 + 16 + 20 * 3, 1, 99, 0, 0)
+    result = [1]
+    assert _native.index_select(bytes(buf[:100]), 1, 4, 8, 5, 0, 10, 0, 10**6, result) \
+        is NotImplemented
+    assert result == [1]                                          # nothing left behind
+    with pytest.raises(struct.error) as twin_error:
+        lookup.index_select_py(bytes(buf[:100]), 1, 4, 8, 5, 0, 10, 0, 10**6, [])
+    with pytest.raises(struct.error) as error:
+        lookup.index_select(bytes(buf[:100]), 1, 4, 8, 5, 0, 10, 0, 10**6, [])
+    assert str(error.value) == str(twin_error.value)
+    assert _native.index_select(bytes(buf), 1, 4, 8, 5, 0, 10, 0, 2**64, []) is NotImplemented
+    assert _native.index_select(bytes(buf), 1, 4, 8, 5, 0, 10, 0, 1.5, []) is NotImplemented
+    out = []
+    lookup.index_select(bytes(buf), 1, 4, 8, 5, 0, 10, 0, 2**64, out)
+    assert out == [99]
+
+
+@needs_kernel
+def test_cq_search_nearest_matches_its_twin_and_the_python_search_on_a_store(store):
+    assert len(store.commit_log.mapped_files.files) > 1
+    reader = store._store_time_reader()
+    assert reader.segments[3] == len(store.commit_log.mapped_files.files)
+    first = store.get_earliest_message_time()
+    last = store.get_message_store_timestamp("T", 0, store.get_max_offset_in_queue("T", 0) - 1)
+    rng = random.Random(9)
+    stamps = [first - 1, first, last, last + 1] + [rng.randint(first, last) for _ in range(60)]
+    checked = 0
+    for queue_id in range(3):
+        queue = store.consume_queues._queues[("T", queue_id)]
+        for mapped in queue.mapped_files.files:
+            units = mapped.buffer
+            count = mapped.read_position // 20
+            for timestamp_ms in stamps:
+                low = rng.choice((0, 0, rng.randrange(count)))
+                min_phy = rng.choice((0, 0, rng.randrange(store.commit_log.max_offset())))
+                got = _native.cq_search_nearest(units, low, count - 1, timestamp_ms, min_phy,
+                                                *reader.segments, reader)
+                want = lookup.cq_search_nearest_py(units, low, count - 1, timestamp_ms, min_phy,
+                                                   *reader.segments, reader)
+                plain = store._make_store_time_reader()
+                del plain.segments                        # the Python search, with its memo
+                python = search_nearest_units(units, plain, low, count - 1, timestamp_ms, min_phy)
+                assert got == want == python, (queue_id, timestamp_ms, low, min_phy)
+                checked += 1
+    assert checked > 300
+
+
+@needs_kernel
+def test_cq_search_nearest_matches_its_twin_on_random_segments():
+    driver = _Driver(2)
+    compared = sum(lookup_targets.cq_search_nearest(driver) for _ in range(3000))
+    assert compared > 300
+
+
+@needs_kernel
+def test_cq_search_nearest_asks_the_twin_where_python_raises(store):
+    reader = store._store_time_reader()
+    units = struct.pack(">qiq", 0, 100, 0) * 3
+    assert _native.cq_search_nearest(units, 0, 9, 5, 0, *reader.segments, reader) \
+        is NotImplemented
+    with pytest.raises(struct.error) as twin_error:
+        lookup.cq_search_nearest_py(units, 0, 9, 5, 0, *reader.segments, reader)
+    with pytest.raises(struct.error) as error:
+        lookup.cq_search_nearest(units, 0, 9, 5, 0, *reader.segments, reader)
+    assert str(error.value) == str(twin_error.value)
+    assert _native.cq_search_nearest(units, 0, 2, 2**63, 0, *reader.segments, reader) \
+        is NotImplemented
+    assert lookup.cq_search_nearest(units, 0, 2, 2**63, 0, *reader.segments, reader) == \
+        lookup.cq_search_nearest_py(units, 0, 2, 2**63, 0, *reader.segments, reader)
+
+
+def test_the_dispatchers_are_the_twins_without_the_kernel():
+    if lookup.COMPILED:
+        assert lookup.index_select is not lookup.index_select_py
+        assert lookup.cq_search_nearest is not lookup.cq_search_nearest_py
+    else:
+        assert lookup.index_select is lookup.index_select_py
+        assert lookup.cq_search_nearest is lookup.cq_search_nearest_py
+
+
+# -- read_message ------------------------------------------------------------------------------------
+
+def _read_message_both(buffer, position, limit):
+    """(C answer, twin answer) as outcomes: ("ok", value) or ("raise", type, message)."""
+    def outcome(function):
+        try:
+            return ("ok", function(buffer, position, limit, MessageRecord, decode_properties,
+                                   decode_message))
+        except Exception as error:
+            return ("raise", type(error).__name__, str(error))
+    return outcome(lookup.read_message), outcome(lookup.read_message_py)
+
+
+@needs_kernel
+def test_read_message_matches_its_twin_on_every_record_of_a_store(store):
+    log = store.commit_log
+    seen = 0
+    for mapped in log.mapped_files.files:
+        buffer, limit = mapped.buffer, mapped.read_position
+        for position in range(0, limit, 1 if seen < 3000 else 7):   # record starts and everything between
+            fast = _native.read_message(buffer, position, limit, MessageRecord, decode_properties,
+                                        decode_message)
+            got, want = _read_message_both(buffer, position, limit)
+            assert got == want, position
+            if want[0] == "ok" and want[1] is not None:
+                assert fast is not NotImplemented and fast == want[1]
+                seen += 1
+    assert seen >= 900
+
+
+@needs_kernel
+def test_read_message_matches_its_twin_on_damaged_records():
+    rng = random.Random(4)
+    properties = [None, {"UNIQ_KEY": "U1", "a": "b"}, {"é": "ü\U0001F600", "x": "\x01y"},
+                  {"KEYS": "k1 k2"}]
+    hosts = ["10.1.2.3:77", "[::1]:5", "[2001:db8:0:0:0:0:0:ff01]:65535"]
+    for case in range(1500):
+        props = rng.choice(properties)
+        record = bytearray(encode_message(
+            topic=rng.choice(["T", "tö", "t" * 127]), queue_id=case % 5,
+            body=rng.randbytes(rng.randrange(40)),
+            properties_raw=encode_properties(props) if props else b"",
+            queue_offset=case, phy_offset=case * 7, born_timestamp=case,
+            born_host=rng.choice(hosts), store_timestamp=1_700_000_000_000 + case,
+            store_host=rng.choice(hosts), version=rng.choice([1, 2])))
+        for _ in range(rng.choice([0, 1, 1, 2])):
+            at = rng.randrange(len(record))
+            record[at] = rng.choice([0, 0xFF, 0x80, 1, 2, record[at] ^ 0x10])
+        buffer = bytes(rng.randbytes(rng.choice([0, 3])) + record + rng.randbytes(rng.choice([0, 9])))
+        position = rng.choice([0, 3, 1, -1]) if rng.random() < 0.3 else buffer.find(record[:8])
+        limit = rng.choice([len(buffer), len(buffer) - 1, position + 40, len(buffer) + 5, 0])
+        got, want = _read_message_both(buffer, position, limit)
+        assert got == want, (case, position, limit)
+
+
+def test_query_message_past_int64_times_takes_the_twins_and_agrees(store):
+    # end_ms past int64: the C index walk asks its twin (query_offsets runs it)
+    for key in ("k7", "k49", "k500", "nope"):
+        usual = store.query_message("T", key, 64)
+        wide = store.query_message("T", key, 64, 0, 2**64)
+        assert [m.commit_log_offset for m in wide.messages] == \
+            [m.commit_log_offset for m in usual.messages]
+        assert wide.messages == usual.messages
