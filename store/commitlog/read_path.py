@@ -43,7 +43,7 @@ import numpy as np
 from store.api import GetMessageResult, GetMessageStatus
 from store.codec.cq_unit import CQ_UNIT_DTYPE
 from store.codec.javahash import java_string_hash
-from store.codec.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, decode_message
+from store.codec.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, decode_messages
 from store.consumequeue.lmq import record_lists_unit
 from store.commitlog.read_plan import (
     TransferLimits, _is_batch_full, _plan_scan, _plan_unfiltered, _plan_window, _unit_struct,
@@ -265,7 +265,7 @@ def _found(records, decode, next_begin_offset, min_offset, max_offset, suggest_s
     `topic` (None: not checked, trusted units) (then the unit-by-unit loop decides)."""
     status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
     if decode is True:
-        records = [decode_message(raw) for raw in records]
+        records = decode_messages(records)
         if topic is not None and \
                 [message.topic for message in records].count(topic) != len(records):
             return None
@@ -443,7 +443,7 @@ def _scan_sequentially(commit_log, units, queue_offset, max_msg_nums, tag_filter
         buffer_total += size
         status = GetMessageStatus.FOUND
         next_phy_file_start = None
-    messages = [decode_message(raw) for raw in records] if decode is True else records
+    messages = decode_messages(records) if decode is True else records
     suggest_slave = (commit_log_max - max_phy_pulling) > in_memory_bytes
     return GetMessageResult(status, queue_offset + scanned, min_offset, max_offset, messages,
                             suggest_pulling_from_slave=suggest_slave, skipped=tuple(skipped))

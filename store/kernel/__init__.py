@@ -19,6 +19,7 @@ which use it, stay at the bottom of the import graph.
 | scan            | walk records like `checkMessageAndReturnSize` into rows of int64s (check_crc 0 / 1 BODYCRC / 2 `__CRC32#`) |
 | index_hashes    | the Java hashes of the index keys of scan rows (ASCII only; -1: ask) |
 | java_hashes     | Java `String.hashCode` of many strings (numpy int64 of int32 values) |
+| decode_records  | a pull's records -> MessageRecords in one call (`decode.py`; the caller's Python decodes the odd ones) |
 """
 
 from __future__ import annotations

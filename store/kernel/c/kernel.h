@@ -8,6 +8,7 @@
  * | put.c     | encode_put: store.commitlog.put_path.encode_for_put's common case in one call            |
  * | scan.c    | scan: walk records like checkMessageAndReturnSize, one int64 row per record    |
  * | hash.c    | java_hashes, index_hashes: Java String.hashCode of strings / of index keys     |
+ * | decode.c  | decode_records: a pull's records -> MessageRecords in one call                 |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
@@ -106,6 +107,8 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 PyObject *rmq_scan(PyObject *self, PyObject *args);
 PyObject *rmq_java_hashes(PyObject *self, PyObject *arg);
 PyObject *rmq_index_hashes(PyObject *self, PyObject *args);
+PyObject *rmq_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_decode_records_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
     rmq_java_hashes_doc[], rmq_index_hashes_doc[];
 
