@@ -15,6 +15,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | encode_record | topics, properties, hosts, versions and ints at and past their limits   | `_encode_record_py`; the record must scan back |
 | java_hashes   | strings of ASCII, Latin-1, BMP, astral characters and lone surrogates   | `_java_hashes_py` |
 | encode_put    | messages with edge fields under edge settings (maximum size, segment size) | `put_path._encode_for_put` (when C accepts, the same bytes) |
+| decode_records | corpus records, some with lengths forged, cut or non-ASCII tails (decode_target.py) | `decode._decode_records_py` |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -46,6 +47,7 @@ if os.environ.get("RMQ_KERNEL") != "python":
 from store import kernel  # noqa: E402  (after the environment check)
 from store.api import Message  # noqa: E402
 from store.commitlog import put_path  # noqa: E402
+from tests.kernel_fuzz import decode_target  # noqa: E402
 
 MAGICS = [-626843481, -626843477, -875286124]            # v1, v2, BLANK
 INT32_EDGES = [0, 1, -1, 2, 7, 8, 36, 40, 84, 100, 127, 128, 255, 256, 0x7FFF, 0x8000, 0xFFFF,
@@ -105,7 +107,7 @@ class Fuzzer:
         if not self.seeds or not self.records:
             raise SystemExit(f"no seed records in {corpus_dir}")
         self.executions = {name: 0 for name in ("scan", "index_hashes", "place", "encode_record",
-                                                "java_hashes", "encode_put")}
+                                                "java_hashes", "encode_put", "decode_records")}
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
         self.last_input: dict = {}
@@ -366,8 +368,10 @@ class Fuzzer:
             self.encode_record()
         elif roll < 0.9:
             self.java_hashes()
-        else:
+        elif roll < 0.95:
             self.encode_put()
+        else:
+            decode_target.decode_records(self, outcome, Disagreement)
 
 
 def main(argv: list[str] | None = None) -> int:
