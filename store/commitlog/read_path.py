@@ -33,8 +33,11 @@ import numpy as np
 from store.api import GetMessageResult, GetMessageStatus
 from store.codec.cq_unit import CQ_UNIT_DTYPE
 from store.codec.javahash import java_string_hash
-from store.codec.message import decode_messages
+from store.codec import msgid
+from store.codec.message import MessageRecord, decode_message, decode_messages
+from store.codec.properties import decode_properties
 from store.commitlog.record_match import _carries, _wrong_record
+from store.kernel.pull import pull_unfiltered
 from store.commitlog.read_plan import (
     TransferLimits, _is_batch_full, _plan_scan, _plan_unfiltered, _plan_window, _unit_struct,
 )
@@ -44,6 +47,9 @@ FILTER_WINDOW_BYTES_MIN = 16000
 PROBE_FACTOR = 4            # a filtered pull first reads 4 x max_msg_nums + 1 units
 SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
 _FILTERS: dict = {}   # expression -> TagFilter (parsed once; instances are immutable)
+_TOPIC_BYTES: dict = {}   # topic -> its UTF-8 (the C check compares bytes)
+_FORMS = {False: 0, "view": 1, True: 2}   # decode -> pull_unfiltered's form
+_DECODERS = (MessageRecord, decode_message, decode_properties, msgid.host_to_string)
 
 
 def total_physical_memory_bytes() -> int:
@@ -158,6 +164,12 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
     more = (lambda: _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
                                 full_units, max_offset)) if full_units > window_units else None
     if hash_codes is None and 0 < count <= SMALL_WINDOW_UNITS:
+        if pull_unfiltered is not None:
+            found = _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size,
+                                 commit_log_max, in_memory_bytes, decode, trusted, topic,
+                                 queue_id, queue_offset, min_offset, max_offset)
+            if found is not None:
+                return found
         # The common pull (no filter, a few dozen units): plain tuples beat numpy's per-call cost.
         values = _unit_struct(count).unpack(data)
         phys, sizes = values[0::3], values[1::3]
@@ -182,6 +194,38 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
     return _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_msg_nums,
                          tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
                          commit_log_max, in_memory_bytes, trusted, more)
+
+
+def _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size, commit_log_max,
+                 in_memory_bytes, decode, trusted, topic, queue_id, queue_offset, min_offset,
+                 max_offset) -> GetMessageResult | None:
+    """The tuple shortcut below in one C call (`store.kernel.pull`): None whenever the C is not
+    sure to give its answer (then the Python path decides, as if this had not run)."""
+    form = _FORMS.get(decode)
+    mapped = commit_log.mapped_files.find_file(int.from_bytes(data[:8], "big", signed=True))
+    if form is None or mapped is None or mapped.destroyed:
+        return None
+    topic_bytes = None
+    if not trusted and form != 2:      # decoded: the message's topic is checked below
+        topic_bytes = _TOPIC_BYTES.get(topic)
+        if topic_bytes is None:
+            if len(_TOPIC_BYTES) >= 1024:
+                _TOPIC_BYTES.clear()
+            topic_bytes = _TOPIC_BYTES[topic] = topic.encode()
+    got = pull_unfiltered(
+        data, max_msg_nums, limits.max_transfer_bytes_in_memory,
+        limits.max_transfer_count_in_memory, limits.max_transfer_bytes_in_disk,
+        limits.max_transfer_count_in_disk, max_total_msg_size, commit_log_max, in_memory_bytes,
+        mapped.buffer, mapped.file_from_offset, mapped.read_position, form,
+        None if trusted else queue_id, queue_offset, topic_bytes, _DECODERS)
+    if got is None:
+        return None
+    taken_count, last_phy, records = got
+    if form == 2 and not trusted and \
+            [message.topic for message in records].count(topic) != len(records):
+        return None
+    return GetMessageResult(GetMessageStatus.FOUND, queue_offset + taken_count, min_offset,
+                            max_offset, records, (commit_log_max - last_phy) > in_memory_bytes)
 
 
 def _more_units(pull_window, consume_queues, topic: str, queue_id: int, queue_offset: int,

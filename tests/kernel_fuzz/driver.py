@@ -16,6 +16,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | java_hashes   | strings of ASCII, Latin-1, BMP, astral characters and lone surrogates   | `_java_hashes_py` |
 | encode_put    | messages with edge fields under edge settings (maximum size, segment size) | `put_path._encode_for_put` (when C accepts, the same bytes) |
 | decode_records | corpus records, some with lengths forged, cut or non-ASCII tails (decode_target.py) | `decode._decode_records_py` |
+| pull_unfiltered | a seed as a segment, a window of units into it, edge limits (pull_target.py) | when C answers: the Python pull path's answer |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -47,7 +48,7 @@ if os.environ.get("RMQ_KERNEL") != "python":
 from store import kernel  # noqa: E402  (after the environment check)
 from store.api import Message  # noqa: E402
 from store.commitlog import put_path  # noqa: E402
-from tests.kernel_fuzz import decode_target  # noqa: E402
+from tests.kernel_fuzz import decode_target, pull_target  # noqa: E402
 
 MAGICS = [-626843481, -626843477, -875286124]            # v1, v2, BLANK
 INT32_EDGES = [0, 1, -1, 2, 7, 8, 36, 40, 84, 100, 127, 128, 255, 256, 0x7FFF, 0x8000, 0xFFFF,
@@ -107,7 +108,8 @@ class Fuzzer:
         if not self.seeds or not self.records:
             raise SystemExit(f"no seed records in {corpus_dir}")
         self.executions = {name: 0 for name in ("scan", "index_hashes", "place", "encode_record",
-                                                "java_hashes", "encode_put", "decode_records")}
+                                                "java_hashes", "encode_put", "decode_records",
+                                                "pull_unfiltered")}
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
         self.last_input: dict = {}
@@ -368,10 +370,12 @@ class Fuzzer:
             self.encode_record()
         elif roll < 0.9:
             self.java_hashes()
-        elif roll < 0.95:
+        elif roll < 0.94:
             self.encode_put()
-        else:
+        elif roll < 0.97:
             decode_target.decode_records(self, outcome, Disagreement)
+        else:
+            pull_target.pull_unfiltered(self, outcome, Disagreement)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -262,6 +262,26 @@ fail:
     return NULL;
 }
 
+int rmq_decoders_check(PyObject *cls)
+{
+    return learn_layout(cls);
+}
+
+PyObject *rmq_decode_at(const unsigned char *buf, Py_ssize_t len, PyObject *const *decoders)
+{
+    fallbacks fb = {decoders[1], decoders[2], decoders[3]};
+    PyObject *decoded = decode_fast(buf, len, &fb);
+    if (decoded != Py_None)
+        return decoded;
+    Py_DECREF(decoded);
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)buf, len);
+    if (raw == NULL)
+        return NULL;
+    decoded = PyObject_CallOneArg(fb.decode_one, raw);
+    Py_DECREF(raw);
+    return decoded;
+}
+
 const char rmq_decode_records_doc[] = (
 "decode_records(records, cls, decode_one, decode_properties, host_to_string) -> list\n\n"
 "[decode_one(r) for r in records] (store.codec.message.decode_message), built in one call: a\n"

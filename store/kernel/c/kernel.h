@@ -9,6 +9,7 @@
  * | scan.c    | scan: walk records like checkMessageAndReturnSize, one int64 row per record    |
  * | hash.c    | java_hashes, index_hashes: Java String.hashCode of strings / of index keys     |
  * | decode.c  | decode_records: a pull's records -> MessageRecords in one call                 |
+ * | pull.c    | pull_unfiltered: plan, slice and check an unfiltered pull's window in one call |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
@@ -100,6 +101,12 @@ uint32_t rmq_java_hash(PyObject *text);
 /* put.c */
 int rmq_put_init(void);
 
+/* decode.c, for pull.c: decoders = (cls, decode_one, decode_properties, host_to_string), as
+ * decode_records takes them. Check cls (0, or -1 with TypeError) before the first rmq_decode_at. */
+int rmq_decoders_check(PyObject *cls);
+/* The record buf[0:len] decoded; when the fast path does not apply, decode_one(bytes) decides. */
+PyObject *rmq_decode_at(const unsigned char *buf, Py_ssize_t len, PyObject *const *decoders);
+
 /* The module's methods and their docstrings. */
 PyObject *rmq_encode_record(PyObject *self, PyObject *args);
 PyObject *rmq_place(PyObject *self, PyObject *args);
@@ -108,6 +115,8 @@ PyObject *rmq_scan(PyObject *self, PyObject *args);
 PyObject *rmq_java_hashes(PyObject *self, PyObject *arg);
 PyObject *rmq_index_hashes(PyObject *self, PyObject *args);
 PyObject *rmq_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_pull_unfiltered_doc[];
 extern const char rmq_decode_records_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
     rmq_java_hashes_doc[], rmq_index_hashes_doc[];

@@ -10,6 +10,7 @@ static PyMethodDef methods[] = {
     {"java_hashes", rmq_java_hashes, METH_O, rmq_java_hashes_doc},
     {"index_hashes", rmq_index_hashes, METH_VARARGS, rmq_index_hashes_doc},
     {"decode_records", (PyCFunction)(void (*)(void))rmq_decode_records, METH_FASTCALL, rmq_decode_records_doc},
+    {"pull_unfiltered", (PyCFunction)(void (*)(void))rmq_pull_unfiltered, METH_FASTCALL, rmq_pull_unfiltered_doc},
     {NULL, NULL, 0, NULL},
 };
 
