@@ -183,13 +183,33 @@ static PyObject *ascii_properties(const unsigned char *p, Py_ssize_t n)
     return dict;
 }
 
-typedef struct {
-    PyObject *decode_one, *decode_properties, *host_to_string;
-} fallbacks;
+typedef rmq_decoder fallbacks;
+
+void rmq_decoder_clear(rmq_decoder *d)
+{
+    for (int k = 0; k < RMQ_MEMO_FIELDS; k++)
+        Py_CLEAR(d->memo[k]);
+}
+
+/* The int `v` of memo field k: the last record's object when it had the same value. */
+static PyObject *memo_long(fallbacks *fb, int k, int64_t v)
+{
+    if (fb->memo[k] != NULL && fb->memo_value[k] == v) {
+        Py_INCREF(fb->memo[k]);
+        return fb->memo[k];
+    }
+    PyObject *o = PyLong_FromLongLong(v);
+    if (o != NULL) {
+        Py_XSETREF(fb->memo[k], o);
+        Py_INCREF(o);
+        fb->memo_value[k] = v;
+    }
+    return o;
+}
 
 /* The record in `buf` as a new object of the learnt class; NULL with an exception; Py_None (a new
  * reference) when the fast path does not apply (then `decode_one` decides). */
-static PyObject *decode_fast(const unsigned char *buf, Py_ssize_t len, const fallbacks *fb)
+static PyObject *decode_fast(const unsigned char *buf, Py_ssize_t len, fallbacks *fb)
 {
     if (len < 40)
         Py_RETURN_NONE;
@@ -223,17 +243,17 @@ static PyObject *decode_fast(const unsigned char *buf, Py_ssize_t len, const fal
 
     PyObject *v[N_FIELDS] = {NULL};
     const unsigned char *after_born = buf + 48 + b;
-    v[0] = PyLong_FromLong(total_size);
-    v[1] = PyLong_FromLong(magic);
-    v[2] = PyLong_FromLong(get32(buf + 8));
+    v[0] = memo_long(fb, 0, total_size);
+    v[1] = memo_long(fb, 1, magic);
+    v[2] = memo_long(fb, 2, get32(buf + 8));
     v[3] = PyLong_FromLong(get32(buf + 12));
     v[4] = PyLong_FromLong(get32(buf + 16));
     v[5] = PyLong_FromLongLong(get64(buf + 20));
     v[6] = PyLong_FromLongLong(get64(buf + 28));
     v[7] = PyLong_FromLong(sys_flag);
-    v[8] = PyLong_FromLongLong(get64(buf + 40));
+    v[8] = memo_long(fb, 3, get64(buf + 40));
     v[9] = host_text(buf + 48, b, fb->host_to_string);
-    v[10] = PyLong_FromLongLong(get64(after_born));
+    v[10] = memo_long(fb, 4, get64(after_born));
     v[11] = host_text(after_born + 8, s, fb->host_to_string);
     v[12] = PyLong_FromLong(get32(after_born + 8 + s));
     v[13] = PyLong_FromLongLong(get64(after_born + 12 + s));
@@ -267,17 +287,16 @@ int rmq_decoders_check(PyObject *cls)
     return learn_layout(cls);
 }
 
-PyObject *rmq_decode_at(const unsigned char *buf, Py_ssize_t len, PyObject *const *decoders)
+PyObject *rmq_decode_at(const unsigned char *buf, Py_ssize_t len, rmq_decoder *fb)
 {
-    fallbacks fb = {decoders[1], decoders[2], decoders[3]};
-    PyObject *decoded = decode_fast(buf, len, &fb);
+    PyObject *decoded = decode_fast(buf, len, fb);
     if (decoded != Py_None)
         return decoded;
     Py_DECREF(decoded);
     PyObject *raw = PyBytes_FromStringAndSize((const char *)buf, len);
     if (raw == NULL)
         return NULL;
-    decoded = PyObject_CallOneArg(fb.decode_one, raw);
+    decoded = PyObject_CallOneArg(fb->decode_one, raw);
     Py_DECREF(raw);
     return decoded;
 }
@@ -294,7 +313,7 @@ PyObject *rmq_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyObject *records = args[0];
-    fallbacks fb = {args[2], args[3], args[4]};
+    fallbacks fb = {args[2], args[3], args[4], {0}, {NULL}};
     if (!PyList_Check(records)) {
         PyErr_SetString(PyExc_TypeError, "decode_records takes a list of records");
         return NULL;
@@ -312,10 +331,8 @@ PyObject *rmq_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE) == 0) {
             decoded = decode_fast(view.buf, view.len, &fb);
             PyBuffer_Release(&view);
-            if (decoded == NULL) {
-                Py_DECREF(out);
-                return NULL;
-            }
+            if (decoded == NULL)
+                goto fail;
         } else {
             PyErr_Clear();
             Py_INCREF(decoded);
@@ -325,17 +342,19 @@ PyObject *rmq_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t n
             Py_INCREF(raw);             /* decode_one may run code that changes the list */
             decoded = PyObject_CallOneArg(fb.decode_one, raw);
             Py_DECREF(raw);
-            if (decoded == NULL) {
-                Py_DECREF(out);
-                return NULL;
-            }
+            if (decoded == NULL)
+                goto fail;
         }
         PyList_SET_ITEM(out, i, decoded);
     }
     if (PyList_GET_SIZE(records) < count) {
-        Py_DECREF(out);
         PyErr_SetString(PyExc_RuntimeError, "decode_records: the list shrank while decoding");
-        return NULL;
+        goto fail;
     }
+    rmq_decoder_clear(&fb);
     return out;
+fail:
+    rmq_decoder_clear(&fb);
+    Py_DECREF(out);
+    return NULL;
 }

@@ -101,11 +101,20 @@ uint32_t rmq_java_hash(PyObject *text);
 /* put.c */
 int rmq_put_init(void);
 
-/* decode.c, for pull.c: decoders = (cls, decode_one, decode_properties, host_to_string), as
- * decode_records takes them. Check cls (0, or -1 with TypeError) before the first rmq_decode_at. */
+/* decode.c, for pull.c: the Python functions of decode_records' arguments (decode_one,
+ * decode_properties, host_to_string; borrowed) and, for one call, the int objects of the last
+ * record's repeating fields (TOTALSIZE, MAGICCODE, BODYCRC, timestamps: owned, dropped by
+ * rmq_decoder_clear). Check cls (0, or -1 with TypeError) with rmq_decoders_check first. */
+#define RMQ_MEMO_FIELDS 5
+typedef struct {
+    PyObject *decode_one, *decode_properties, *host_to_string;
+    int64_t memo_value[RMQ_MEMO_FIELDS];
+    PyObject *memo[RMQ_MEMO_FIELDS];
+} rmq_decoder;
 int rmq_decoders_check(PyObject *cls);
+void rmq_decoder_clear(rmq_decoder *d);
 /* The record buf[0:len] decoded; when the fast path does not apply, decode_one(bytes) decides. */
-PyObject *rmq_decode_at(const unsigned char *buf, Py_ssize_t len, PyObject *const *decoders);
+PyObject *rmq_decode_at(const unsigned char *buf, Py_ssize_t len, rmq_decoder *d);
 
 /* The module's methods and their docstrings. */
 PyObject *rmq_encode_record(PyObject *self, PyObject *args);

@@ -152,15 +152,17 @@ PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t 
                    as_int64(args[14], &first_offset) < 0)) ||
         !PyBytes_Check(args[0]) || (args[15] != Py_None && !PyBytes_Check(args[15])))
         Py_RETURN_NONE;
-    PyObject *const *decoders = NULL;
+    rmq_decoder decoder = {NULL, NULL, NULL, {0}, {NULL}};
     if (form == FORM_DECODED) {
         if (!PyTuple_Check(args[16]) || PyTuple_GET_SIZE(args[16]) != 4)
             Py_RETURN_NONE;
-        decoders = &PyTuple_GET_ITEM(args[16], 0);
-        if (rmq_decoders_check(decoders[0]) < 0) {
+        if (rmq_decoders_check(PyTuple_GET_ITEM(args[16], 0)) < 0) {
             PyErr_Clear();
             Py_RETURN_NONE;
         }
+        decoder.decode_one = PyTuple_GET_ITEM(args[16], 1);
+        decoder.decode_properties = PyTuple_GET_ITEM(args[16], 2);
+        decoder.host_to_string = PyTuple_GET_ITEM(args[16], 3);
     }
     Py_ssize_t data_len = PyBytes_GET_SIZE(args[0]);
     Py_ssize_t count = data_len / UNIT_SIZE;
@@ -215,7 +217,7 @@ PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t 
         else if (form == FORM_VIEW)
             item = view_slice(view, at, at + sizes[i]);
         else
-            item = rmq_decode_at(buf + at, sizes[i], decoders);
+            item = rmq_decode_at(buf + at, sizes[i], &decoder);
         if (item == NULL)
             goto fail;
         PyList_SET_ITEM(records, i, item);
@@ -227,6 +229,7 @@ PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t 
 fail:
     Py_CLEAR(result);
 done:
+    rmq_decoder_clear(&decoder);
     Py_XDECREF(records);
     Py_XDECREF(view);
     PyBuffer_Release(&segment);
