@@ -11,7 +11,11 @@ queue's min, max and window of units come in one call (`pull_window`, file queue
 scan is planned on the whole window at once (store/commitlog/read_plan.py: `_plan_unfiltered` on tuples for the common
 unfiltered pull, `_plan_window` with numpy for tag filters; a filtered pull reads 4 x max_msg_nums
 + 1 units first and the rest of the window only if the scan goes past them); the records are
-sliced from one segment in one list comprehension (`_slice_records`). Whenever a shortcut cannot
+sliced from one segment in one list comprehension (`_slice_records`). With the compiled kernel,
+the common unfiltered pull does all of that in one C call (`_pull_native`: plan, slice as bytes,
+memoryviews or decoded MessageRecords, record check), which answers only when it is sure to give
+this Python path's answer (tests/test_kernel_pull.py); decoded records are built in one C call per
+batch either way (`decode_messages`). Whenever a shortcut cannot
 prove it gives RocketMQ's answer (units on both sides of the in-memory line, a byte limit that may
 fire, records in several segments or expired), the general numpy plan or the unit-by-unit loop
 decides; tests/test_read_path.py checks all of them against that loop.
@@ -26,6 +30,7 @@ unit-by-unit loop reads the window again checking each record in full (`_wrong_r
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +52,7 @@ FILTER_WINDOW_BYTES_MIN = 16000
 PROBE_FACTOR = 4            # a filtered pull first reads 4 x max_msg_nums + 1 units
 SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
 _FILTERS: dict = {}   # expression -> TagFilter (parsed once; instances are immutable)
+_FIRST_PHY = struct.Struct(">q")   # the first unit's commit log offset
 _TOPIC_BYTES: dict = {}   # topic -> its UTF-8 (the C check compares bytes)
 _FORMS = {False: 0, "view": 1, True: 2}   # decode -> pull_unfiltered's form
 _DECODERS = (MessageRecord, decode_message, decode_properties, msgid.host_to_string)
@@ -161,15 +167,15 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
         next_file_offset = queue_offset + units_per_cq_file - queue_offset % units_per_cq_file
         return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, next_file_offset, min_offset, max_offset)
     count = len(data) // CQ_UNIT_SIZE
+    if hash_codes is None and 0 < count <= SMALL_WINDOW_UNITS and pull_unfiltered is not None:
+        found = _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size,
+                             commit_log_max, in_memory_bytes, decode, trusted, topic,
+                             queue_id, queue_offset, min_offset, max_offset)
+        if found is not None:
+            return found
     more = (lambda: _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
                                 full_units, max_offset)) if full_units > window_units else None
     if hash_codes is None and 0 < count <= SMALL_WINDOW_UNITS:
-        if pull_unfiltered is not None:
-            found = _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size,
-                                 commit_log_max, in_memory_bytes, decode, trusted, topic,
-                                 queue_id, queue_offset, min_offset, max_offset)
-            if found is not None:
-                return found
         # The common pull (no filter, a few dozen units): plain tuples beat numpy's per-call cost.
         values = _unit_struct(count).unpack(data)
         phys, sizes = values[0::3], values[1::3]
@@ -202,7 +208,7 @@ def _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size, com
     """The tuple shortcut below in one C call (`store.kernel.pull`): None whenever the C is not
     sure to give its answer (then the Python path decides, as if this had not run)."""
     form = _FORMS.get(decode)
-    mapped = commit_log.mapped_files.find_file(int.from_bytes(data[:8], "big", signed=True))
+    mapped = commit_log.mapped_files.find_file(_FIRST_PHY.unpack_from(data)[0])
     if form is None or mapped is None or mapped.destroyed:
         return None
     topic_bytes = None
