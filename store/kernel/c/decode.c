@@ -105,10 +105,15 @@ refuse:
 
 static int is_ascii(const unsigned char *p, Py_ssize_t n)
 {
-    unsigned char any = 0;
-    for (Py_ssize_t i = 0; i < n; i++)
+    uint64_t any = 0, word;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&word, p + i, 8);
+        any |= word;
+    }
+    for (; i < n; i++)
         any |= p[i];
-    return any < 0x80;
+    return (any & 0x8080808080808080ull) == 0;
 }
 
 static PyObject *ascii_str(const unsigned char *p, Py_ssize_t n)
