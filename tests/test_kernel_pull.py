@@ -22,7 +22,7 @@ from tests.kernel_fuzz import pull_target
 from tests.test_wrong_record import crafted  # noqa: F401  (the fixture)
 
 needs_native = pytest.mark.skipif(not kernel.COMPILED, reason="the C kernel is not built")
-FORMS = [True, False, "view"]
+FORMS = [True, False, "view", 1, 0, None]   # 1 and 0 are not True / False: raw records
 CORPUS_DIR = os.path.join(os.path.dirname(__file__), "data", "kernel_corpus")
 
 

@@ -54,7 +54,6 @@ SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is mad
 _FILTERS: dict = {}   # expression -> TagFilter (parsed once; instances are immutable)
 _FIRST_PHY = struct.Struct(">q")   # the first unit's commit log offset
 _TOPIC_BYTES: dict = {}   # topic -> its UTF-8 (the C check compares bytes)
-_FORMS = {False: 0, "view": 1, True: 2}   # decode -> pull_unfiltered's form
 _DECODERS = (MessageRecord, decode_message, decode_properties, msgid.host_to_string)
 
 
@@ -207,9 +206,10 @@ def _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size, com
                  max_offset) -> GetMessageResult | None:
     """The tuple shortcut below in one C call (`store.kernel.pull`): None whenever the C is not
     sure to give its answer (then the Python path decides, as if this had not run)."""
-    form = _FORMS.get(decode)
+    # The Python path's own tests of `decode` (a dict lookup would take 1 for True, 0 for False).
+    form = 2 if decode is True else 1 if decode == "view" else 0
     mapped = commit_log.mapped_files.find_file(_FIRST_PHY.unpack_from(data)[0])
-    if form is None or mapped is None or mapped.destroyed:
+    if mapped is None or mapped.destroyed:
         return None
     topic_bytes = None
     if not trusted and form != 2:      # decoded: the message's topic is checked below
