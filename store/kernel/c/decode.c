@@ -38,12 +38,23 @@ typedef struct {
 #define TEXT_SLOTS 256
 static cache_entry host_cache[HOST_SLOTS], text_cache[TEXT_SLOTS];
 
+/* FNV-1a over 8-byte words, the length in the last one, then a 64-bit finalizer (a slot index). */
 static uint32_t key_hash(const unsigned char *p, Py_ssize_t n)
 {
-    uint32_t h = 2166136261u;
-    for (Py_ssize_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 16777619u;
-    return h;
+    uint64_t h = 0xcbf29ce484222325ull, word;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&word, p + i, 8);
+        h = (h ^ word) * 0x100000001b3ull;
+    }
+    word = 0;
+    for (Py_ssize_t j = 0; i + j < n; j++)
+        word |= (uint64_t)p[i + j] << (8 * j);
+    h = (h ^ word ^ ((uint64_t)n << 56)) * 0x100000001b3ull;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return (uint32_t)h;
 }
 
 /* The cached value for the key, or NULL (the caller makes one and calls cache_put). */
