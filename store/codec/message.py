@@ -42,6 +42,7 @@ from store.codec import msgid
 from store.codec.properties import MAX_PROPERTIES_LENGTH, decode_properties
 from store.errors import CorruptDataError
 from store.kernel import encode_record
+from store.kernel.decode import decode_records
 
 MESSAGE_MAGIC_V1 = -626843481          # 0xDAA320A7
 MESSAGE_MAGIC_V2 = -626843477          # 0xDAA320AB, [5.x] 2-byte topic length
@@ -354,3 +355,10 @@ def decode_message(buf, position: int = 0, *, check_crc: bool = False) -> Messag
         born_timestamp, msgid.host_to_string(born), store_timestamp, msgid.host_to_string(store),
         reconsume_times, prepared_offset, body, topic.decode("utf-8", "replace"),
         decode_properties(properties_raw) if properties_raw else {}, properties_raw)
+
+
+def decode_messages(records: list) -> list[MessageRecord]:
+    """`[decode_message(raw) for raw in records]` in one kernel call (store/kernel/decode.py):
+    the same records, or the same CorruptDataError for the first record it refuses."""
+    return decode_records(records, MessageRecord, decode_message, decode_properties,
+                          msgid.host_to_string)

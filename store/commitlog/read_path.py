@@ -11,24 +11,20 @@ queue's min, max and window of units come in one call (`pull_window`, file queue
 scan is planned on the whole window at once (store/commitlog/read_plan.py: `_plan_unfiltered` on tuples for the common
 unfiltered pull, `_plan_window` with numpy for tag filters; a filtered pull reads 4 x max_msg_nums
 + 1 units first and the rest of the window only if the scan goes past them); the records are
-sliced from one segment in one list comprehension (`_slice_records`). Whenever a shortcut cannot
+sliced from one segment in one list comprehension (`_slice_records`). With the compiled kernel,
+the common unfiltered pull does all of that in one C call (`_pull_native`: plan, slice as bytes,
+memoryviews or decoded MessageRecords, record check), which answers only when it is sure to give
+this Python path's answer (tests/test_kernel_pull.py); decoded records are built in one C call per
+batch either way (`decode_messages`). Whenever a shortcut cannot
 prove it gives RocketMQ's answer (units on both sides of the in-memory line, a byte limit that may
 fire, records in several segments or expired), the general numpy plan or the unit-by-unit loop
 decides; tests/test_read_path.py checks all of them against that loop.
 
-The last line against a wrong message: a unit whose record is not the one it names is never
-served. Units this process's dispatch wrote at their record's own queue offset are right by
-construction (the file queue's `trusted_from`: every unit at or past it; those below came from
-disk, or follow an out-of-order write). Any other unit's record must carry the pulled queue id
-and the unit's queue offset (QUEUEID at byte 12, QUEUEOFFSET at byte 20, `MessageDecoder`'s fixed
-header: one C-level unpack per record, `_carries`) and the pulled topic (right after the body of
-a v1 record with IPv4 hosts, else `_topic_of`; a decoded message's topic). When that fails, the
-unit-by-unit loop reads the window again checking each record in full (`_wrong_record`) and skips
-the wrong ones like RocketMQ skips an unreadable unit (counted as scanned, MESSAGE_WAS_REMOVING if
-nothing was taken before it), with a one-line reason each in `GetMessageResult.skipped`.
-RocketMQ itself does not check this (`DefaultMessageStore.getMessage` serves whatever the unit's
-offset and size select); it matters after a power cut or a recovery bug leaves a unit pointing at
-another record. The RocksDB queue keeps no such boundary: its pulls always check.
+The last line against a wrong message (store/commitlog/record_match.py): a unit whose record
+is not the one it names is never served; units this process's dispatch wrote at their
+record's own queue offset are trusted (the file queue's `trusted_from`), others are checked
+(`_carries`; in C with the planning and slicing, `pull_unfiltered`), and when that fails the
+unit-by-unit loop reads the window again checking each record in full (`_wrong_record`).
 """
 
 from __future__ import annotations
@@ -36,15 +32,17 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from itertools import repeat
 
 import numpy as np
 
 from store.api import GetMessageResult, GetMessageStatus
 from store.codec.cq_unit import CQ_UNIT_DTYPE
 from store.codec.javahash import java_string_hash
-from store.codec.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, decode_message
-from store.consumequeue.lmq import record_lists_unit
+from store.codec import msgid
+from store.codec.message import MessageRecord, decode_message, decode_messages
+from store.codec.properties import decode_properties
+from store.commitlog.record_match import _carries, _wrong_record
+from store.kernel.pull import pull_unfiltered
 from store.commitlog.read_plan import (
     TransferLimits, _is_batch_full, _plan_scan, _plan_unfiltered, _plan_window, _unit_struct,
 )
@@ -54,11 +52,9 @@ FILTER_WINDOW_BYTES_MIN = 16000
 PROBE_FACTOR = 4            # a filtered pull first reads 4 x max_msg_nums + 1 units
 SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
 _FILTERS: dict = {}   # expression -> TagFilter (parsed once; instances are immutable)
-_QUEUE_FIELDS = struct.Struct(">12xi4xq")      # a record's QUEUEID (byte 12), QUEUEOFFSET (20)
-_MAGIC_SYSFLAG = struct.Struct(">4xi28xi")     # its MAGICCODE (byte 4), SYSFLAG (36)
-# MAGICCODE (4), QUEUEID (12), QUEUEOFFSET (20), SYSFLAG (36), BODY LENGTH if IPv4 hosts (84)
-_HEAD = struct.Struct(">4xi4xi4xq8xi44xi")
-_TOPIC_PREFIXES: dict = {}   # topic -> its v1 TOPIC LENGTH byte + TOPIC bytes
+_FIRST_PHY = struct.Struct(">q")   # the first unit's commit log offset
+_TOPIC_BYTES: dict = {}   # topic -> its UTF-8 (the C check compares bytes)
+_DECODERS = (MessageRecord, decode_message, decode_properties, msgid.host_to_string)
 
 
 def total_physical_memory_bytes() -> int:
@@ -171,6 +167,12 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
             queue_offset + units_per_cq_file - queue_offset % units_per_cq_file
         return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, next_file_offset, min_offset, max_offset)
     count = len(data) // CQ_UNIT_SIZE
+    if hash_codes is None and 0 < count <= SMALL_WINDOW_UNITS and pull_unfiltered is not None:
+        found = _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size,
+                             commit_log_max, in_memory_bytes, decode, trusted, topic,
+                             queue_id, queue_offset, min_offset, max_offset)
+        if found is not None:
+            return found
     more = (lambda: _more_units(pull_window, consume_queues, topic, queue_id, queue_offset,
                                 full_units, max_offset)) if full_units > window_units else None
     if hash_codes is None and 0 < count <= SMALL_WINDOW_UNITS:
@@ -198,6 +200,39 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
     return _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_msg_nums,
                          tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
                          commit_log_max, in_memory_bytes, trusted, more)
+
+
+def _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size, commit_log_max,
+                 in_memory_bytes, decode, trusted, topic, queue_id, queue_offset, min_offset,
+                 max_offset) -> GetMessageResult | None:
+    """The tuple shortcut below in one C call (`store.kernel.pull`): None whenever the C is not
+    sure to give its answer (then the Python path decides, as if this had not run)."""
+    # The Python path's own tests of `decode` (a dict lookup would take 1 for True, 0 for False).
+    form = 2 if decode is True else 1 if decode == "view" else 0
+    mapped = commit_log.mapped_files.find_file(_FIRST_PHY.unpack_from(data)[0])
+    if mapped is None or mapped.destroyed:
+        return None
+    topic_bytes = None
+    if not trusted and form != 2:      # decoded: the message's topic is checked below
+        topic_bytes = _TOPIC_BYTES.get(topic)
+        if topic_bytes is None:
+            if len(_TOPIC_BYTES) >= 1024:
+                _TOPIC_BYTES.clear()
+            topic_bytes = _TOPIC_BYTES[topic] = topic.encode()
+    got = pull_unfiltered(
+        data, max_msg_nums, limits.max_transfer_bytes_in_memory,
+        limits.max_transfer_count_in_memory, limits.max_transfer_bytes_in_disk,
+        limits.max_transfer_count_in_disk, max_total_msg_size, commit_log_max, in_memory_bytes,
+        mapped.buffer, mapped.file_from_offset, mapped.read_position, form,
+        None if trusted else queue_id, queue_offset, topic_bytes, _DECODERS)
+    if got is None:
+        return None
+    taken_count, last_phy, records = got
+    if form == 2 and not trusted and \
+            [message.topic for message in records].count(topic) != len(records):
+        return None
+    return GetMessageResult(GetMessageStatus.FOUND, queue_offset + taken_count, min_offset,
+                            max_offset, records, (commit_log_max - last_phy) > in_memory_bytes)
 
 
 def _more_units(pull_window, consume_queues, topic: str, queue_id: int, queue_offset: int,
@@ -266,82 +301,12 @@ def _found(records, decode, next_begin_offset, min_offset, max_offset, suggest_s
     `topic` (None: not checked, trusted units) (then the unit-by-unit loop decides)."""
     status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
     if decode is True:
-        records = [decode_message(raw) for raw in records]
+        records = decode_messages(records)
         if topic is not None and \
                 [message.topic for message in records].count(topic) != len(records):
             return None
     return GetMessageResult(status, next_begin_offset, min_offset, max_offset, records,
                             suggest_slave)
-
-
-def _carries(records, queue_id: int, first_offset: int, taken, topic: str, decode) -> bool:
-    """True if every record carries `queue_id`, its unit's queue offset (`first_offset` plus its
-    index in the window: `taken`, or 0, 1, ... when None) and `topic` (checked by `_found` after
-    decoding when `decode` is True)."""
-    if not records:
-        return True
-    if taken is None:
-        offsets = range(first_offset, first_offset + len(records))
-    else:
-        offsets = [first_offset + index for index in taken]
-    try:
-        heads = list(map(_HEAD.unpack_from, records))
-    except struct.error:   # shorter than a record header
-        return False
-    if decode is True:
-        return [head[1:3] for head in heads] == list(zip(repeat(queue_id), offsets))
-    expected = _TOPIC_PREFIXES.get(topic)
-    if expected is None:
-        if len(_TOPIC_PREFIXES) >= 1024:
-            _TOPIC_PREFIXES.clear()
-        encoded = topic.encode()
-        expected = _TOPIC_PREFIXES[topic] = bytes((len(encoded) & 0xFF,)) + encoded
-    width = len(expected)
-    for (magic, got_queue_id, got_offset, sys_flag, body_length), record, offset in \
-            zip(heads, records, offsets):
-        if got_queue_id != queue_id or got_offset != offset:
-            return False
-        if magic == MESSAGE_MAGIC_V1 and not sys_flag & 0x30 and body_length >= 0:
-            # v1 with IPv4 hosts: TOPIC LENGTH (1 byte) and TOPIC right after the body.
-            if record[88 + body_length:88 + body_length + width] != expected:
-                return False
-        elif _topic_of(record) != expected[1:]:
-            return False
-    return True
-
-
-def _topic_of(raw) -> bytes | None:
-    """The TOPIC bytes of the record `raw` (None if its lengths run past it)."""
-    try:
-        magic, sys_flag = _MAGIC_SYSFLAG.unpack_from(raw)
-    except struct.error:
-        return None
-    at = 68 + (20 if sys_flag & 0x10 else 8) + (20 if sys_flag & 0x20 else 8)   # BODY LENGTH
-    at += 4 + max(int.from_bytes(raw[at:at + 4], "big", signed=True), 0)
-    width = 2 if magic == MESSAGE_MAGIC_V2 else 1                              # TOPIC LENGTH
-    length = int.from_bytes(raw[at:at + width], "big", signed=True)
-    at += width
-    if length < 0 or at + length > len(raw):
-        return None
-    return bytes(raw[at:at + length])
-
-
-def _wrong_record(raw, topic: str, queue_id: int, queue_offset: int, phy_offset: int) -> str | None:
-    """Why the record `raw` is not the one the unit (topic, queue_id, queue_offset) names; None
-    if it is."""
-    got_topic = _topic_of(raw)
-    try:
-        got_queue_id, got_offset = _QUEUE_FIELDS.unpack_from(raw)
-    except struct.error:
-        got_topic, got_queue_id, got_offset = None, None, None
-    if got_topic == topic.encode() and got_queue_id == queue_id and got_offset == queue_offset or \
-            record_lists_unit(raw, topic, queue_id, queue_offset):      # an LMQ unit
-        return None
-    where = f"unit {queue_offset} of {topic}/{queue_id} points at commit log offset {phy_offset}"
-    if got_topic is None:
-        return f"{where}, where no readable record of {len(raw)} bytes starts"
-    return (f"{where}, whose record is of {got_topic.decode('utf-8', 'replace')}/{got_queue_id} "
-            f"queue offset {got_offset}")
 
 
 def _get_units(consume_queues, topic, queue_id, queue_offset, count) -> bytes | None:
@@ -444,7 +409,7 @@ def _scan_sequentially(commit_log, units, queue_offset, max_msg_nums, tag_filter
         buffer_total += size
         status = GetMessageStatus.FOUND
         next_phy_file_start = None
-    messages = [decode_message(raw) for raw in records] if decode is True else records
+    messages = decode_messages(records) if decode is True else records
     suggest_slave = (commit_log_max - max_phy_pulling) > in_memory_bytes
     return GetMessageResult(status, queue_offset + scanned, min_offset, max_offset, messages,
                             suggest_pulling_from_slave=suggest_slave, skipped=tuple(skipped))

@@ -20,6 +20,8 @@ which use it, stay at the bottom of the import graph.
 | index_hashes    | the Java hashes of the index keys of scan rows (ASCII only; -1: ask) |
 | java_hashes     | Java `String.hashCode` of many strings (numpy int64 of int32 values) |
 | index_select, cq_search_nearest, read_message | lookups: an index chain walk, the 4.9.7 nearest time search, one record read+decoded (twins in `store.kernel.lookup`) |
+| decode_records  | a pull's records -> MessageRecords in one call (`decode.py`; the caller's Python decodes the odd ones) |
+| pull_unfiltered | plan, slice, check (and decode) an unfiltered pull in one call (`pull.py`; no twin: None = ask) |
 """
 
 from __future__ import annotations

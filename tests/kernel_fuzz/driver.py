@@ -16,6 +16,8 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | java_hashes   | strings of ASCII, Latin-1, BMP, astral characters and lone surrogates   | `_java_hashes_py` |
 | encode_put    | messages with edge fields under edge settings (maximum size, segment size) | `put_path._encode_for_put` (when C accepts, the same bytes) |
 | index_select, cq_search_nearest, read_message | see tests/kernel_fuzz/lookup_targets.py  | their `*_py` twins |
+| decode_records | corpus records, some with lengths forged, cut or non-ASCII tails (decode_target.py) | `decode._decode_records_py` |
+| pull_unfiltered | a seed as a segment, a window of units into it, edge limits (pull_target.py) | when C answers: the Python pull path's answer |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -47,7 +49,7 @@ if os.environ.get("RMQ_KERNEL") != "python":
 from store import kernel  # noqa: E402  (after the environment check)
 from store.api import Message  # noqa: E402
 from store.commitlog import put_path  # noqa: E402
-from tests.kernel_fuzz import lookup_targets  # noqa: E402
+from tests.kernel_fuzz import decode_target, lookup_targets, pull_target  # noqa: E402
 
 MAGICS = [-626843481, -626843477, -875286124]            # v1, v2, BLANK
 INT32_EDGES = [0, 1, -1, 2, 7, 8, 36, 40, 84, 100, 127, 128, 255, 256, 0x7FFF, 0x8000, 0xFFFF,
@@ -108,7 +110,8 @@ class Fuzzer:
             raise SystemExit(f"no seed records in {corpus_dir}")
         self.executions = {name: 0 for name in ("scan", "index_hashes", "place", "encode_record",
                                                 "java_hashes", "encode_put", "index_select",
-                                                "cq_search_nearest", "read_message")}
+                                                "cq_search_nearest", "read_message", "decode_records",
+                                                "pull_unfiltered")}
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
@@ -372,11 +375,17 @@ class Fuzzer:
             self.java_hashes()
         elif roll < 0.94:
             self.encode_put()
-        else:                                   # tests/kernel_fuzz/lookup_targets.py
-            name = self.rng.choice(["index_select", "cq_search_nearest", "read_message"])
-            compared = getattr(lookup_targets, name)(self)
-            self.executions[name] += 1
-            self.compared[name] += compared
+        else:               # the targets issue #17 added, each group in its own module
+            group = self.rng.choice(("lookup", "decode", "pull"))
+            if group == "lookup":                          # tests/kernel_fuzz/lookup_targets.py
+                name = self.rng.choice(["index_select", "cq_search_nearest", "read_message"])
+                compared = getattr(lookup_targets, name)(self)
+                self.executions[name] += 1
+                self.compared[name] += compared
+            elif group == "decode":
+                decode_target.decode_records(self, outcome, Disagreement)
+            else:
+                pull_target.pull_unfiltered(self, outcome, Disagreement)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from store.api import GetMessageResult, GetMessageStatus
 from store.codec.batch_cq_unit import BATCH_CQ_UNIT_SIZE
-from store.codec.message import decode_message
+from store.codec.message import decode_messages
 from store.consumequeue.batch.batch_queue import BatchConsumeQueue
 
 MAX_FILTER_MESSAGE_SIZE = 16000         # MessageStoreConfig.maxFilterMessageSize
@@ -68,7 +68,7 @@ def pull_batch(queue: BatchConsumeQueue | None, commit_log, queue_offset: int, m
         buffer_total += size
         message_total += batch
         status, next_file_start = GetMessageStatus.FOUND, None
-    messages = [decode_message(raw) for raw in records] if decode is True else records
+    messages = decode_messages(records) if decode is True else records
     return GetMessageResult(status, next_offset, low, high, messages)
 
 

@@ -10,6 +10,8 @@
  * | hash.c    | java_hashes, index_hashes: Java String.hashCode of strings / of index keys     |
  * | lookup.c  | cq_search_nearest, index_select, read_message: time search over CQ units; an  |
  * |           | index chain walk; one record read and decoded for query_message               |
+ * | decode.c  | decode_records: a pull's records -> MessageRecords in one call                 |
+ * | pull.c    | pull_unfiltered: plan, slice and check an unfiltered pull's window in one call |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
@@ -101,6 +103,21 @@ uint32_t rmq_java_hash(PyObject *text);
 /* put.c */
 int rmq_put_init(void);
 
+/* decode.c, for pull.c: the Python functions of decode_records' arguments (decode_one,
+ * decode_properties, host_to_string; borrowed) and, for one call, the int objects of the last
+ * record's repeating fields (TOTALSIZE, MAGICCODE, BODYCRC, timestamps: owned, dropped by
+ * rmq_decoder_clear). Check cls (0, or -1 with TypeError) with rmq_decoders_check first. */
+#define RMQ_MEMO_FIELDS 5
+typedef struct {
+    PyObject *decode_one, *decode_properties, *host_to_string;
+    int64_t memo_value[RMQ_MEMO_FIELDS];
+    PyObject *memo[RMQ_MEMO_FIELDS];
+} rmq_decoder;
+int rmq_decoders_check(PyObject *cls);
+void rmq_decoder_clear(rmq_decoder *d);
+/* The record buf[0:len] decoded; when the fast path does not apply, decode_one(bytes) decides. */
+PyObject *rmq_decode_at(const unsigned char *buf, Py_ssize_t len, rmq_decoder *d);
+
 /* The module's methods and their docstrings. */
 PyObject *rmq_encode_record(PyObject *self, PyObject *args);
 PyObject *rmq_place(PyObject *self, PyObject *args);
@@ -112,6 +129,10 @@ PyObject *rmq_cq_search_nearest(PyObject *self, PyObject *const *args, Py_ssize_
 PyObject *rmq_index_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *rmq_read_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_cq_search_nearest_doc[], rmq_index_select_doc[], rmq_read_message_doc[];
+PyObject *rmq_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_pull_unfiltered_doc[];
+extern const char rmq_decode_records_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
     rmq_java_hashes_doc[], rmq_index_hashes_doc[];
 

@@ -12,6 +12,8 @@ static PyMethodDef methods[] = {
     {"cq_search_nearest", (PyCFunction)(void (*)(void))rmq_cq_search_nearest, METH_FASTCALL, rmq_cq_search_nearest_doc},
     {"index_select", (PyCFunction)(void (*)(void))rmq_index_select, METH_FASTCALL, rmq_index_select_doc},
     {"read_message", (PyCFunction)(void (*)(void))rmq_read_message, METH_FASTCALL, rmq_read_message_doc},
+    {"decode_records", (PyCFunction)(void (*)(void))rmq_decode_records, METH_FASTCALL, rmq_decode_records_doc},
+    {"pull_unfiltered", (PyCFunction)(void (*)(void))rmq_pull_unfiltered, METH_FASTCALL, rmq_pull_unfiltered_doc},
     {NULL, NULL, 0, NULL},
 };
 
