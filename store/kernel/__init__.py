@@ -19,6 +19,11 @@ which use it, stay at the bottom of the import graph.
 | scan            | walk records like `checkMessageAndReturnSize` into rows of int64s (check_crc 0 / 1 BODYCRC / 2 `__CRC32#`) |
 | index_hashes    | the Java hashes of the index keys of scan rows (ASCII only; -1: ask) |
 | java_hashes     | Java `String.hashCode` of many strings (numpy int64 of int32 values) |
+| tags_codes      | the tagsCode of each scan row (ASCII TAGS; TAGS_CODE_ASK: ask), twin in `dispatch_twins` |
+| index_put       | `IndexFile.put_keys` into the map (entries, chains, slots), twin in `dispatch_twins` |
+
+The loops over many records (scan, index_hashes, tags_codes, index_put) release the GIL in C, so the
+dispatch thread's native work runs beside the put thread (c/kernel.h says why that is safe).
 """
 
 from __future__ import annotations
@@ -332,7 +337,12 @@ def _java_hashes_py(texts: list[str]) -> np.ndarray:
 
 # -- the public functions -----------------------------------------------------------------------
 
+from store.kernel.dispatch_twins import TAGS_CODE_ASK, index_put_py as _index_put_py  # noqa: E402
+from store.kernel.dispatch_twins import tags_codes_py as _tags_codes_py  # noqa: E402
+
 if COMPILED:
+    tags_codes = _native.tags_codes
+    index_put = _native.index_put
     encode_record = _native.encode_record
     # store.commitlog.put_path.encode_for_put's common case in one call (None: let the Python path decide).
     encode_put = _native.encode_put
@@ -350,6 +360,8 @@ if COMPILED:
             texts = list(texts)
         return np.frombuffer(_native.java_hashes(texts), dtype=np.int32).astype(np.int64)
 else:
+    tags_codes = _tags_codes_py
+    index_put = _index_put_py
     encode_record = _encode_record_py
     encode_put = None
     place = _place_py

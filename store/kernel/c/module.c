@@ -9,6 +9,8 @@ static PyMethodDef methods[] = {
     {"scan", rmq_scan, METH_VARARGS, rmq_scan_doc},
     {"java_hashes", rmq_java_hashes, METH_O, rmq_java_hashes_doc},
     {"index_hashes", rmq_index_hashes, METH_VARARGS, rmq_index_hashes_doc},
+    {"tags_codes", rmq_tags_codes, METH_VARARGS, rmq_tags_codes_doc},
+    {"index_put", rmq_index_put, METH_VARARGS, rmq_index_put_doc},
     {NULL, NULL, 0, NULL},
 };
 
