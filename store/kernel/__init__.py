@@ -339,6 +339,10 @@ def _java_hashes_py(texts: list[str]) -> np.ndarray:
 
 from store.kernel.dispatch_twins import TAGS_CODE_ASK, index_put_py as _index_put_py  # noqa: E402
 from store.kernel.dispatch_twins import tags_codes_py as _tags_codes_py  # noqa: E402
+from store.kernel import dispatch_twins as _dispatch_twins  # noqa: E402
+
+assert (_dispatch_twins.SCAN_FIELDS, _dispatch_twins.TAGS_POS_COLUMN, _dispatch_twins.TAGS_LEN_COLUMN) \
+    == (SCAN_FIELDS, COL["tags_pos"], COL["tags_len"])
 
 if COMPILED:
     tags_codes = _native.tags_codes

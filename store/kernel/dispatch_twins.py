@@ -6,19 +6,29 @@ same refusals (exception type and message) as the C functions, only slower.
 | tags_codes | tagsCode of each scan row (Java hash of an ASCII TAGS; TAGS_CODE_ASK otherwise)|
 | index_put  | `IndexFile.put_keys` into the map: entries, chains and slots as putKey writes them |
 
-Imported by `store.kernel` (after its row columns are defined); imports nothing else of the store.
+Imported by `store.kernel`, and imports nothing of the store (no cycle): the two scan-row columns it
+reads are named here and checked against `store.kernel.COL` there.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from store.kernel import COL, SCAN_FIELDS, _refuse_overflow
 
+SCAN_FIELDS, TAGS_POS_COLUMN, TAGS_LEN_COLUMN = 26, 16, 17
 TAGS_CODE_ASK = -(1 << 63)        # "not ASCII: decode this TAGS value the Python way"
 _INDEX_HEADER_BYTES, _SLOT_BYTES, _ENTRY_BYTES = 40, 4, 20
 _INT32_MAX = (1 << 31) - 1
 _PY_SSIZE_T_MAX = (1 << 63) - 1
+
+
+def _refuse_overflow(*values_and_kinds) -> None:
+    """The C argument parser's OverflowError for the first int out of range of its format ("n":
+    Py_ssize_t, "L": long long), as `store.kernel._refuse_overflow` says it."""
+    for value, kind in values_and_kinds:
+        if isinstance(value, int) and not -(1 << 63) <= value <= _PY_SSIZE_T_MAX:
+            raise OverflowError("Python int too large to convert to C ssize_t" if kind == "n"
+                                else "int too big to convert")
 
 
 def _int64_array(value, *, writable: bool = False) -> bool:
@@ -33,7 +43,7 @@ def tags_codes_py(buf, rows: np.ndarray, out: np.ndarray) -> int:
     size = len(buf)
     asked = 0
     rows = rows.reshape(-1, SCAN_FIELDS)
-    tags_pos, tags_len = COL["tags_pos"], COL["tags_len"]
+    tags_pos, tags_len = TAGS_POS_COLUMN, TAGS_LEN_COLUMN
     codes = []
     for pos, length in rows[:, [tags_pos, tags_len]].tolist():
         if pos < 0:
