@@ -4,7 +4,8 @@
 two keys, a UNIQ_KEY, 8 queues, built before the clock). Per run, on a fresh store: the end-to-end
 indexed rate (until dispatch has built every consume-queue unit and index entry), the put rate, the
 cores used while putting and dispatching (process CPU time / wall time, both from the first put to
-the last index entry) and the dispatch lag (wall time from the last put's return to the reput offset
+the last index entry), the process CPU time per message (robust to a loaded machine) and the
+dispatch lag (wall time from the last put's return to the reput offset
 reaching the end). Reference: the C appender, interleaved, as in `bench.put`.
 
     python -m bench.put_cores [--size smoke|full] [--reps N]
@@ -33,7 +34,7 @@ def _ours(args, mode: str, count: int):
         finally:
             store.close()
     return {"indexed": n / indexed_s, "put": n / put_s, "cores": cpu_s / indexed_s,
-            "lag_ms": (indexed_s - put_s) * 1000.0}
+            "lag_ms": (indexed_s - put_s) * 1000.0, "cpu_us": cpu_s / n * 1e6}
 
 
 def run(args, report: common.Report) -> None:
@@ -58,6 +59,8 @@ def run(args, report: common.Report) -> None:
                    reference_name="C appender")
         report.add(case, "cores used (CPU s / wall s)", "cores", [r["cores"] for r in ours])
         report.add(case, "dispatch lag after the last put", "ms", [r["lag_ms"] for r in ours],
+                   higher_is_better=False)
+        report.add(case, "process CPU per message (put + dispatch)", "us", [r["cpu_us"] for r in ours],
                    higher_is_better=False)
         print(f"  {case}: done", flush=True)
     report.notes.append(f"{count} messages per run, fresh store per repetition, 64 MiB segments, "

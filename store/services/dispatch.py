@@ -26,6 +26,7 @@ from store.codec.message import DispatchRequest
 from store.codec.topic import validate_topic
 from store.commitlog.commit_log import QUEUED_TRANSACTION_KINDS, CommitLog, is_queued_transaction_type
 from store.errors import InvalidTopicError
+from store.services.dispatch_rows import dispatch_rows
 from store.services.redispatch import uncovered_rows
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,19 @@ class Dispatcher(Protocol):
 
 _LEGAL_TOPICS: set[str] = set()     # memo: validation runs for every dispatched record
 _LEGAL_TOPICS_MAX = 100_000
+
+
+def _topic_is_legal(topic: str) -> bool:
+    """`_legal_topic` without the warning (the caller makes requests, which log it, when not)."""
+    if topic in _LEGAL_TOPICS:
+        return True
+    try:
+        validate_topic(topic, allow_v2=True)
+    except InvalidTopicError:
+        return False
+    if len(_LEGAL_TOPICS) < _LEGAL_TOPICS_MAX:
+        _LEGAL_TOPICS.add(topic)
+    return True
 
 
 def _legal_topic(request: DispatchRequest) -> bool:
@@ -129,6 +143,9 @@ class ReputService:
         self.skipped_invalid = 0
         self.skipped_covered = 0        # re-dispatched records every index already had
         self.indexed_directly = 0       # re-dispatched records only the index lacked (no requests)
+        self.dispatched_from_rows = 0   # records dispatched without requests (dispatch_rows)
+        self._rows_arrivals: dict[tuple[str, int], int] = {}   # their queues' new max offsets
+        self._last_rows_unit: int | None = None   # phy offset of their last unit, this pass
         self._last_skipped_unit = None  # (phy offset, store time, dispatcher) of the last one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -137,6 +154,8 @@ class ReputService:
         self._scan_rows = kernel.scan_buffer(DISPATCH_BATCH_MAX_RECORDS)
         self._topic_names: dict[bytes, str] = {}
         self._tags_codes: dict[bytes, int] = {}
+        # The put path need not make requests the reput service would not use.
+        commit_log.make_dispatch_requests = self._row_dispatchers() is None
 
     def add_listener(self, listener: ArrivalListener) -> None:
         self.listeners.append(listener)
@@ -202,6 +221,8 @@ class ReputService:
         count, stop, kind, stop_size = kernel.scan(buf, position, mapped.read_position, False, out)
         if count:
             rows = self._uncovered(buf, out[:count], may_index_directly=not batch)
+            if len(rows) and not batch:      # nothing before them waits for requests: log order
+                rows = self._dispatch_rows(buf, rows)
             for start, length in _SPANS:    # lengths -> ends, for plain slicing
                 rows[:, length] += rows[:, start]
             self._requests_from_rows(buf, rows, batch)
@@ -216,6 +237,44 @@ class ReputService:
             self.skipped_invalid += 1
             return base + stop + stop_size
         return base + stop if count else None
+
+    def _row_dispatchers(self):
+        """(ConsumeQueueDispatcher or None, IndexDispatcher or None) when only the built-in ones are
+        registered, in that order, and dispatch_rows can do their work (no multi-dispatch, consume
+        queues that take columns, a log of plain records); None otherwise."""
+        if getattr(self.commit_log, "walk_for_dispatch", None) is not None or not self.dispatchers:
+            return None
+        queue_dispatcher = index_dispatcher = None
+        for dispatcher in self.dispatchers:
+            if type(dispatcher) is ConsumeQueueDispatcher and queue_dispatcher is None and \
+                    index_dispatcher is None and dispatcher.multi_dispatch is None and \
+                    hasattr(dispatcher.consume_queues, "put_unit_columns"):
+                queue_dispatcher = dispatcher
+            elif type(dispatcher) is IndexDispatcher and index_dispatcher is None:
+                index_dispatcher = dispatcher
+            else:
+                return None
+        return queue_dispatcher, index_dispatcher
+
+    def _dispatch_rows(self, buf, rows):
+        """Dispatch `rows` without requests when `dispatch_rows` can; returns the rows left."""
+        dispatchers = self._row_dispatchers()
+        if dispatchers is None:
+            return rows
+        queue_dispatcher, index_dispatcher = dispatchers
+        done = dispatch_rows(
+            buf, rows, topic_is_legal=_topic_is_legal,
+            consume_queues=queue_dispatcher.consume_queues if queue_dispatcher else None,
+            on_written=queue_dispatcher.on_written if queue_dispatcher else None,
+            batch_router=queue_dispatcher.batch if queue_dispatcher else None,
+            index_service=index_dispatcher.index_service if index_dispatcher else None)
+        if done is None:
+            return rows
+        self.dispatched_from_rows += done.count
+        self._rows_arrivals.update(done.arrivals)
+        if done.last_unit is not None:
+            self._last_rows_unit = done.last_unit[0]
+        return rows[done.count:]
 
     def _uncovered(self, buf, rows, *, may_index_directly: bool):
         """The rows that still need dispatch requests (`store.services.redispatch`): rows every
@@ -289,9 +348,10 @@ class ReputService:
                 if self.reput_offset >= end and self.reput_offset >= self.commit_log.min_offset():
                     break
                 before = self.reput_offset
-                indexed_before = self.indexed_directly
+                without_before = self.indexed_directly + self.dispatched_from_rows
+                self._last_rows_unit = None
                 batch, new_offset = self._next_batch(end)
-                indexed = self.indexed_directly - indexed_before     # without requests
+                indexed = self.indexed_directly + self.dispatched_from_rows - without_before
                 total += indexed
                 self.dispatched_records += indexed
                 if batch:
@@ -302,7 +362,7 @@ class ReputService:
                 self._note_skipped_units(batch)
                 # Moved only once the batch is in every index, so "behind 0" means "queryable".
                 self.reput_offset = new_offset
-                if batch:
+                if batch or self._rows_arrivals:
                     self._notify(batch)
                 if self.reput_offset == before:
                     break
@@ -319,6 +379,8 @@ class ReputService:
             return
         self._last_skipped_unit = None
         phy_offset, store_timestamp, queue_dispatcher = skipped
+        if self._last_rows_unit is not None and self._last_rows_unit > phy_offset:
+            return      # a unit written from rows (before the batch in log order) came after it
         for request in reversed(batch):
             if is_queued_transaction_type(request.sys_flag) and _legal_topic(request):
                 if request.commit_log_offset > phy_offset:
@@ -327,6 +389,7 @@ class ReputService:
         queue_dispatcher.on_written(store_timestamp)
 
     def _notify(self, batch: Sequence[DispatchRequest]) -> None:
+        rows_arrivals, self._rows_arrivals = self._rows_arrivals, {}
         if not self.listeners:
             return
         arrivals: dict[tuple[str, int], int] = {}
@@ -339,6 +402,8 @@ class ReputService:
                 key = (request.topic, request.queue_id)
                 if key not in arrivals:
                     arrivals[key] = request.consume_queue_offset + 1
+        for key, offset in rows_arrivals.items():    # units from rows come before the batch
+            arrivals.setdefault(key, offset)
         if arrivals:
             for listener in self.listeners:
                 listener(arrivals)
