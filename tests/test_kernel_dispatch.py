@@ -4,6 +4,7 @@ and index_put against RocketMQ's key-by-key putKey (`IndexFile.put_key`)."""
 from __future__ import annotations
 
 import random
+import struct
 
 import numpy as np
 import pytest
@@ -143,3 +144,83 @@ def test_index_put_refusals_match_the_twin(args):
     data = bytearray(index_file_size(4, 8))
     assert _outcome(kernel._native.index_put, data, 4, 8, 1, 0, one, one, np.array([1, 2], np.int64)) == \
         _outcome(dispatch_twins.index_put_py, data, 4, 8, 1, 0, one, one, np.array([1, 2], np.int64))
+
+
+def _unit_rows(rng: random.Random, count: int):
+    """Records of a few topics and queues (queue offsets sometimes skipping), with their scan rows."""
+    buf = bytearray()
+    next_offset: dict[tuple[bytes, int], int] = {}
+    for _ in range(count):
+        topic = rng.choice([b"A", b"Bb", b"A\x00", b"Topic-%"])
+        queue_id = rng.choice([0, 1, 7, 65535])
+        offset = next_offset.get((topic, queue_id), rng.choice([0, 5, 2**40]))
+        next_offset[(topic, queue_id)] = offset + rng.choice([1, 1, 1, 1, 2, 0])
+        tags = rng.choice([None, "t", "tag-B", "x" * 40])
+        properties = (b"" if tags is None else b"TAGS\x01" + tags.encode() + b"\x02") + b"KEYS\x01k"
+        buf += kernel.encode_record(topic, queue_id, 0, 0, offset, len(buf), 1, b"\0" * 8, 2, b"\0" * 8,
+                                    0, 0, b"b" * rng.randrange(4), properties, 1)
+    out = kernel.scan_buffer(count + 1)
+    found = kernel.scan(bytes(buf), 0, len(buf), 0, out)[0]
+    assert found == count
+    return bytes(buf), np.ascontiguousarray(out[:count])
+
+
+def _unit_runs(function, buf, rows):
+    n = len(rows)
+    runs, units = np.zeros((n, kernel.RUN_FIELDS), np.int64), bytearray(20 * n)
+    offsets = np.zeros(n, np.int64)
+    return _outcome(function, buf, rows, runs, units, offsets), runs, bytes(units), offsets
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_unit_runs_groups_units_by_queue_in_log_order(seed):
+    rng = random.Random(seed)
+    buf, rows = _unit_rows(rng, rng.randrange(1, 120))
+    implementations = {"python": dispatch_twins.unit_runs_py}
+    if kernel.COMPILED:
+        implementations["c"] = kernel._native.unit_runs
+    results = {name: _unit_runs(function, buf, rows) for name, function in implementations.items()}
+    (answer, runs, units, offsets) = results["python"]
+    # The expectation, from the rows: queues in first appearance order, units in log order inside.
+    expected: dict[tuple[bytes, int], list[int]] = {}
+    for number, row in enumerate(rows.tolist()):
+        topic = buf[row[kernel.COL["topic_pos"]]:row[kernel.COL["topic_pos"]] + row[kernel.COL["topic_len"]]]
+        expected.setdefault((topic, row[kernel.COL["queue_id"]]), []).append(number)
+    assert answer == ("ok", len(expected))
+    start = 0
+    for number, members in enumerate(expected.values()):
+        queue_offsets = rows[members, kernel.COL["queue_offset"]]
+        consecutive = int(all(b - a == 1 for a, b in zip(queue_offsets, queue_offsets[1:])))
+        assert runs[number].tolist() == [members[0], members[-1], start, len(members), consecutive]
+        for member in members:
+            row = rows[member]
+            tags_pos, tags_len = row[kernel.COL["tags_pos"]], row[kernel.COL["tags_len"]]
+            code = tags_code(buf[tags_pos:tags_pos + tags_len].decode()) if tags_pos >= 0 else 0
+            assert units[20 * start:20 * start + 20] == struct.pack(
+                ">qiq", row[kernel.COL["phy_offset"]], row[kernel.COL["size"]], code)
+            assert offsets[start] == row[kernel.COL["queue_offset"]]
+            start += 1
+    for name, (got, got_runs, got_units, got_offsets) in results.items():
+        assert got == answer, name
+        assert np.array_equal(got_runs[:len(expected)], runs[:len(expected)]) and got_units == units, name
+        assert np.array_equal(got_offsets, offsets), name
+
+
+@native
+def test_unit_runs_refusals_and_non_ascii_match_the_twin():
+    buf, rows = _unit_rows(random.Random(3), 10)
+    cases = []
+    for column, value in [("topic_pos", len(buf)), ("topic_len", -1), ("tags_pos", len(buf) + 1),
+                          ("tags_len", 2**62), ("topic_pos", -5)]:
+        forged = rows.copy()
+        forged[4, kernel.COL[column]] = value
+        cases.append(forged)
+    non_ascii, non_ascii_rows = _records(["ok", "é"])
+    for forged in cases:
+        assert _unit_runs(kernel._native.unit_runs, buf, forged)[0] == \
+            _unit_runs(dispatch_twins.unit_runs_py, buf, forged)[0]
+    assert _unit_runs(kernel._native.unit_runs, non_ascii, non_ascii_rows)[0] == ("ok", -1) == \
+        _unit_runs(dispatch_twins.unit_runs_py, non_ascii, non_ascii_rows)[0]
+    wrong = np.zeros((9, kernel.RUN_FIELDS), np.int64)
+    for function in (kernel._native.unit_runs, dispatch_twins.unit_runs_py):
+        assert _outcome(function, buf, rows, wrong, bytearray(200), np.zeros(10, np.int64))[0] == "raise"

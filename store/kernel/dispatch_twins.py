@@ -4,6 +4,7 @@ same refusals (exception type and message) as the C functions, only slower.
 | function   | what                                                                          |
 |------------|-------------------------------------------------------------------------------|
 | tags_codes | tagsCode of each scan row (Java hash of an ASCII TAGS; TAGS_CODE_ASK otherwise)|
+| unit_runs  | consume-queue units of scan rows, grouped by queue (first appearance order)   |
 | index_put  | `IndexFile.put_keys` into the map: entries, chains and slots as putKey writes them |
 
 Imported by `store.kernel`, and imports nothing of the store (no cycle): the two scan-row columns it
@@ -16,6 +17,10 @@ import numpy as np
 
 
 SCAN_FIELDS, TAGS_POS_COLUMN, TAGS_LEN_COLUMN = 26, 16, 17
+# The other scan columns unit_runs reads (checked against store.kernel.COL there too).
+QUEUE_ID_COLUMN, QUEUE_OFFSET_COLUMN, PHY_COLUMN, SIZE_COLUMN = 2, 4, 5, 1
+TOPIC_POS_COLUMN, TOPIC_LEN_COLUMN = 12, 13
+RUN_FIELDS = 5
 TAGS_CODE_ASK = -(1 << 63)        # "not ASCII: decode this TAGS value the Python way"
 _INDEX_HEADER_BYTES, _SLOT_BYTES, _ENTRY_BYTES = 40, 4, 20
 _INT32_MAX = (1 << 31) - 1
@@ -63,6 +68,48 @@ def tags_codes_py(buf, rows: np.ndarray, out: np.ndarray) -> int:
         codes.append(h - (1 << 32) if h & 0x80000000 else h)
     out[:len(codes)] = codes
     return asked
+
+
+def unit_runs_py(buf, rows: np.ndarray, out_runs: np.ndarray, out_units, out_queue_offsets) -> int:
+    n = rows.size // SCAN_FIELDS if _int64_array(rows) else -1
+    if n < 0 or rows.size % SCAN_FIELDS or not _int64_array(out_runs, writable=True) or \
+            not _int64_array(out_queue_offsets, writable=True) or out_runs.size != n * RUN_FIELDS or \
+            len(out_units) != 20 * n or out_queue_offsets.size != n:
+        raise ValueError("rows, out_runs, out_units and out_queue_offsets must be aligned arrays "
+                         "sized for the rows")
+    size = len(buf)
+    runs: dict[tuple[bytes, int], list] = {}        # queue -> [first, last, consecutive, rows]
+    columns = [TOPIC_POS_COLUMN, TOPIC_LEN_COLUMN, TAGS_POS_COLUMN, TAGS_LEN_COLUMN, QUEUE_ID_COLUMN,
+               QUEUE_OFFSET_COLUMN, PHY_COLUMN, SIZE_COLUMN]
+    table = rows.reshape(-1, SCAN_FIELDS)[:, columns].tolist()
+    for number, (tp, tl, gp, gl, queue_id, queue_offset, _, _) in enumerate(table):
+        if tp < 0 or tl < 0 or tp > size or tl > size - tp or \
+                (gp >= 0 and (gl < 0 or gp > size or gl > size - gp)):
+            raise ValueError("a row points outside the buffer")
+        if gp >= 0 and not bytes(buf[gp:gp + gl]).isascii():
+            return -1
+        key = (bytes(buf[tp:tp + tl]), queue_id)
+        run = runs.get(key)
+        if run is None:
+            runs[key] = [number, number, 1, [number]]
+        else:
+            if (queue_offset - table[run[1]][5]) & 0xFFFFFFFFFFFFFFFF != 1:
+                run[2] = 0
+            run[1] = number
+            run[3].append(number)
+    start = 0
+    codes = np.zeros(n, dtype=np.int64)
+    tags_codes_py(buf, rows, codes)
+    units = np.frombuffer(out_units, dtype=[("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+    for number, (first, last, consecutive, members) in enumerate(runs.values()):
+        out_runs.reshape(-1, RUN_FIELDS)[number] = (first, last, start, len(members), consecutive)
+        for member in members:
+            _, _, _, _, _, queue_offset, phy, size_bytes = table[member]
+            units[start] = (phy, (size_bytes + (1 << 31)) % (1 << 32) - (1 << 31), codes[member])
+            out_queue_offsets[start] = queue_offset
+            start += 1
+    del units
+    return len(runs)
 
 
 def index_put_py(map_buffer, max_hash_slot_num: int, max_index_num: int, index_count: int,

@@ -4,9 +4,11 @@ Dispatchers are a one-method interface, `dispatch(requests)`, fed batches of `Di
 order. Arrival listeners (long polling) are told, per batch, the new max offset of every queue that got
 messages.
 
-Records appended by this process come with their dispatch request already made by the put path
-(`CommitLog.pending_dispatch`), so they are not parsed again; anything else (recovery, a log written by
-another process) is parsed with the spec §2.7 check. Dispatch never reads past the commit log's read
+With only the built-in dispatchers registered (the usual case), records are dispatched straight from
+the kernel scan's rows, with no request per record (`store.services.dispatch_rows`: the per-record work
+runs in C outside the GIL), and the put path makes no requests. Otherwise records appended by this
+process come with their dispatch request already made by the put path (`CommitLog.pending_dispatch`),
+and anything else (recovery, a log written by another process) is parsed with the spec §2.7 check. Dispatch never reads past the commit log's read
 position, so a record still being copied (or not yet committed from the transient pool) is never seen.
 After a crash, records the indexes already hold are dropped before any request is made
 (`store.services.redispatch`).
@@ -23,10 +25,8 @@ from store.codec import message as msgcodec
 from store.codec import record_check
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.message import DispatchRequest
-from store.codec.topic import validate_topic
 from store.commitlog.commit_log import QUEUED_TRANSACTION_KINDS, CommitLog, is_queued_transaction_type
-from store.errors import InvalidTopicError
-from store.services.dispatch_rows import dispatch_rows
+from store.services.dispatch_rows import _LEGAL_TOPICS, _legal_topic, _topic_is_legal, dispatch_rows
 from store.services.redispatch import uncovered_rows
 
 log = logging.getLogger(__name__)
@@ -44,39 +44,6 @@ _ROW_COLUMNS = [_C[name] for name in (
 
 class Dispatcher(Protocol):
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None: ...
-
-
-_LEGAL_TOPICS: set[str] = set()     # memo: validation runs for every dispatched record
-_LEGAL_TOPICS_MAX = 100_000
-
-
-def _topic_is_legal(topic: str) -> bool:
-    """`_legal_topic` without the warning (the caller makes requests, which log it, when not)."""
-    if topic in _LEGAL_TOPICS:
-        return True
-    try:
-        validate_topic(topic, allow_v2=True)
-    except InvalidTopicError:
-        return False
-    if len(_LEGAL_TOPICS) < _LEGAL_TOPICS_MAX:
-        _LEGAL_TOPICS.add(topic)
-    return True
-
-
-def _legal_topic(request: DispatchRequest) -> bool:
-    """A topic read from the commit log becomes a directory name: a crafted record ("../x", "/abs")
-    must not create one outside consumequeue/. Such records stay in the log but get no unit."""
-    if request.topic in _LEGAL_TOPICS:
-        return True
-    try:
-        validate_topic(request.topic, allow_v2=True)
-    except InvalidTopicError:
-        log.warning("record at %d has an illegal topic %r: not dispatched to a consume queue",
-                    request.commit_log_offset, request.topic[:64])
-        return False
-    if len(_LEGAL_TOPICS) < _LEGAL_TOPICS_MAX:
-        _LEGAL_TOPICS.add(request.topic)
-    return True
 
 
 class ConsumeQueueDispatcher:
@@ -146,6 +113,7 @@ class ReputService:
         self.dispatched_from_rows = 0   # records dispatched without requests (dispatch_rows)
         self._rows_arrivals: dict[tuple[str, int], int] = {}   # their queues' new max offsets
         self._last_rows_unit: int | None = None   # phy offset of their last unit, this pass
+        self._units_end_max: int | None = None    # no queue's max phy end is past it (_known_new)
         self._last_skipped_unit = None  # (phy offset, store time, dispatcher) of the last one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -248,7 +216,7 @@ class ReputService:
         for dispatcher in self.dispatchers:
             if type(dispatcher) is ConsumeQueueDispatcher and queue_dispatcher is None and \
                     index_dispatcher is None and dispatcher.multi_dispatch is None and \
-                    hasattr(dispatcher.consume_queues, "put_unit_columns"):
+                    hasattr(dispatcher.consume_queues, "put_unit_runs"):
                 queue_dispatcher = dispatcher
             elif type(dispatcher) is IndexDispatcher and index_dispatcher is None:
                 index_dispatcher = dispatcher
@@ -281,6 +249,8 @@ class ReputService:
         built-in dispatcher already has are dropped, rows only the index lacks may be indexed
         directly. With any other dispatcher (or multi-dispatch: RocketMQ adds the LMQ units of a
         record whose own unit exists), every row gets a request."""
+        if self._known_new(rows):
+            return rows                  # what uncovered_rows answers for them, without the work
         queues = index = queue_dispatcher = None
         for dispatcher in self.dispatchers:
             # (batch topics have no ordinary queue: their rows always get requests)
@@ -300,6 +270,24 @@ class ReputService:
         if coverage.last_rebuilt_unit is not None:
             self._last_skipped_unit = (*coverage.last_rebuilt_unit, queue_dispatcher)
         return coverage.rows
+
+    def _known_new(self, rows) -> bool:
+        """True when the first row gets a unit and ends past every queue's max phy end, known
+        without asking the queues: then `uncovered_rows` returns the rows as they are. Only on the
+        row path, where this service is the only writer of units, so that no queue ends past
+        `_units_end_max` (every queue's max phy end when first asked, then the reput offset)."""
+        dispatchers = self._row_dispatchers()
+        if dispatchers is None or dispatchers[0] is None:
+            return False
+        first = rows[0]
+        if not is_queued_transaction_type(int(first[_C["sys_flag"]])):
+            return False
+        end = int(first[_C["phy_offset"]]) + int(first[_C["size"]])
+        if self._units_end_max is None:
+            queues = dispatchers[0].consume_queues
+            self._units_end_max = max((queues.get_max_phy_end(topic, queue_id)
+                                       for topic, queue_id in queues.queues()), default=-1)
+        return end > self._units_end_max
 
     def _requests_from_rows(self, buf, rows, batch: list) -> None:
         topics = self._topic_names
@@ -362,6 +350,8 @@ class ReputService:
                 self._note_skipped_units(batch)
                 # Moved only once the batch is in every index, so "behind 0" means "queryable".
                 self.reput_offset = new_offset
+                if self._units_end_max is not None and new_offset > self._units_end_max:
+                    self._units_end_max = new_offset     # units written end at or below it
                 if batch or self._rows_arrivals:
                     self._notify(batch)
                 if self.reput_offset == before:

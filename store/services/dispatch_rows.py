@@ -18,6 +18,7 @@ the delivery time): the rows from it on get requests. Keys that are not ASCII ar
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -26,12 +27,49 @@ import numpy as np
 from store import kernel
 from store.codec import message as msgcodec
 from store.codec.javahash import tags_code as compute_tags_code
+from store.codec.message import DispatchRequest
+from store.codec.topic import validate_topic
 from store.commitlog.commit_log import queued_transaction_mask
+from store.errors import InvalidTopicError
 from store.kernel.scan_groups import queue_groups
 
 _C = kernel.COL
 _PHY, _SIZE, _QUEUE_OFFSET, _STORE_TS = _C["phy_offset"], _C["size"], _C["queue_offset"], _C["store_ts"]
 _SCHEDULE_TOPIC = msgcodec.SCHEDULE_TOPIC.encode()
+log = logging.getLogger("store.services.dispatch")   # the reput service's log, as before
+
+
+_LEGAL_TOPICS: set[str] = set()     # memo: validation runs for every dispatched record
+_LEGAL_TOPICS_MAX = 100_000
+
+
+def _topic_is_legal(topic: str) -> bool:
+    """`_legal_topic` without the warning (the caller makes requests, which log it, when not)."""
+    if topic in _LEGAL_TOPICS:
+        return True
+    try:
+        validate_topic(topic, allow_v2=True)
+    except InvalidTopicError:
+        return False
+    if len(_LEGAL_TOPICS) < _LEGAL_TOPICS_MAX:
+        _LEGAL_TOPICS.add(topic)
+    return True
+
+
+def _legal_topic(request: DispatchRequest) -> bool:
+    """A topic read from the commit log becomes a directory name: a crafted record ("../x", "/abs")
+    must not create one outside consumequeue/. Such records stay in the log but get no unit."""
+    if request.topic in _LEGAL_TOPICS:
+        return True
+    try:
+        validate_topic(request.topic, allow_v2=True)
+    except InvalidTopicError:
+        log.warning("record at %d has an illegal topic %r: not dispatched to a consume queue",
+                    request.commit_log_offset, request.topic[:64])
+        return False
+    if len(_LEGAL_TOPICS) < _LEGAL_TOPICS_MAX:
+        _LEGAL_TOPICS.add(request.topic)
+    return True
 
 
 @dataclass(slots=True)
@@ -63,10 +101,8 @@ def dispatch_rows(buf, rows: np.ndarray, *, consume_queues, on_written, batch_ro
         keys = _index_keys(buf, rows, index_service.end_phy_offset)
     done = RowsDispatched(count)
     if groups:
-        groups, last_row = groups
-        consume_queues.put_unit_columns(groups)
-        for topic, queue_id, _, _, _, queue_offsets in groups:
-            done.arrivals[(topic, queue_id)] = int(queue_offsets[-1]) + 1
+        put, groups, done.arrivals, last_row = groups
+        put(consume_queues, groups)
         done.last_unit = (int(last_row[_PHY]), int(last_row[_STORE_TS]))
         if on_written is not None:    # as ConsumeQueueDispatcher: the last unit's store time
             on_written(done.last_unit[1])
@@ -87,34 +123,79 @@ def _leading_plain_rows(buf, rows) -> int:
 
 
 def _unit_groups(buf, rows, batch_router, topic_is_legal):
-    """([per queue, in first appearance order: (topic, queue id, phy offsets, sizes, tagsCodes,
-    queue offsets)], the last row) of the rows that get a unit (NOT / COMMIT records); () when none
-    does, None when a topic needs requests."""
-    queued = rows[queued_transaction_mask(rows[:, _C["sys_flag"]])]
-    if not len(queued):
+    """(how to put them, the units per queue, queue -> its new max offset, the last row) of the rows
+    that get a unit (NOT / COMMIT records), queues in first appearance order; () when none does,
+    None when a topic needs requests. Units are made by `kernel.unit_runs` (`put_unit_runs`), or
+    as columns when a TAGS value is not ASCII (`put_unit_columns`)."""
+    queued = np.ascontiguousarray(rows[queued_transaction_mask(rows[:, _C["sys_flag"]])])
+    count = len(queued)
+    if not count:
         return ()
+    runs = np.empty((count, kernel.RUN_FIELDS), dtype=np.int64)
+    units = bytearray(20 * count)
+    queue_offsets = np.empty(count, dtype=np.int64)
+    found = kernel.unit_runs(buf, queued, runs, units, queue_offsets)
+    if found < 0:
+        return _unit_columns(buf, queued, batch_router, topic_is_legal)
+    units = memoryview(units)
+    table = queued[:, [_C["topic_pos"], _C["topic_len"], _C["queue_id"], _PHY, _SIZE]].tolist()
+    groups, arrivals = [], {}
+    for first, last, start, length, consecutive in runs[:found].tolist():
+        topic_pos, topic_len, queue_id, phy, size = table[first]
+        topic = _topic_name(buf, topic_pos, topic_len)
+        if not topic_is_legal(topic) or \
+                (batch_router is not None and batch_router.is_batch_topic(topic)):
+            return None
+        end = start + length
+        groups.append((topic, queue_id, units[20 * start:20 * end], queue_offsets[start:end],
+                       bool(consecutive), phy + size, table[last][3] + table[last][4]))
+        arrivals[(topic, queue_id)] = int(queue_offsets[end - 1]) + 1
+    return _put_runs, groups, arrivals, queued[-1]
+
+
+_TOPIC_NAMES: dict[bytes, str] = {}
+_TOPIC_NAMES_MAX = 10_000
+
+
+def _topic_name(buf, pos: int, length: int) -> str:
+    raw = bytes(buf[pos:pos + length])
+    topic = _TOPIC_NAMES.get(raw)
+    if topic is None:
+        topic = raw.decode("utf-8", "replace")      # as the request path decodes it
+        if len(_TOPIC_NAMES) < _TOPIC_NAMES_MAX:
+            _TOPIC_NAMES[raw] = topic
+    return topic
+
+
+def _put_runs(consume_queues, groups) -> None:
+    consume_queues.put_unit_runs(groups)
+
+
+def _put_columns(consume_queues, groups) -> None:
+    consume_queues.put_unit_columns(groups)
+
+
+def _unit_columns(buf, queued, batch_router, topic_is_legal):
+    """`_unit_groups` as int64 columns per queue, tagsCodes of values that are not ASCII decoded."""
     keys, inverse = queue_groups(buf, queued)
     for topic, _ in keys:
         if not topic_is_legal(topic) or \
                 (batch_router is not None and batch_router.is_batch_topic(topic)):
             return None
-    queued = np.ascontiguousarray(queued)
     codes = np.empty(len(queued), dtype=np.int64)
     if kernel.tags_codes(buf, queued, codes):
         for number in np.flatnonzero(codes == kernel.TAGS_CODE_ASK).tolist():
             pos, length = int(queued[number, _C["tags_pos"]]), int(queued[number, _C["tags_len"]])
             codes[number] = compute_tags_code(bytes(buf[pos:pos + length]).decode("utf-8", "replace"))
-    if len(keys) == 1:
-        members = [np.arange(len(queued))]
-    else:
-        order = np.argsort(inverse, kind="stable")
-        members = np.split(order, np.cumsum(np.bincount(inverse, minlength=len(keys)))[:-1])
-    groups = []
+    order = np.argsort(inverse, kind="stable")
+    members = np.split(order, np.cumsum(np.bincount(inverse, minlength=len(keys)))[:-1])
+    groups, arrivals = [], {}
     for (topic, queue_id), rows_of in sorted(zip(keys, members), key=lambda g: int(g[1][0])):
         of = queued[rows_of]
         groups.append((topic, queue_id, of[:, _PHY], of[:, _SIZE], codes[rows_of],
                        of[:, _QUEUE_OFFSET]))
-    return groups, queued[-1]
+        arrivals[(topic, queue_id)] = int(of[-1, _QUEUE_OFFSET]) + 1
+    return _put_columns, groups, arrivals, queued[-1]
 
 
 def _index_keys(buf, rows, end_phy_offset: int):

@@ -65,3 +65,34 @@ def index_put(self) -> None:
         raise Disagreement(f"index_put: C {got_c} != Python {got_py}")
     if data_c != data_py:
         raise Disagreement("index_put: the maps differ")
+
+
+def unit_runs(self, buf: bytes, rows: np.ndarray) -> None:
+    """The rows scan found, sometimes with a topic, TAGS, queue id or queue offset forged."""
+    rng = self.rng
+    if rng.random() < 0.3:
+        column = rng.choice(["topic_pos", "topic_len", "tags_pos", "tags_len", "queue_id",
+                             "queue_offset"])
+        rows[rng.randrange(len(rows)), kernel.COL[column]] = rng.choice(
+            POSITION_EDGES + [len(buf), len(buf) + 1, len(buf) - 1])
+    if rng.random() < 0.3:                                     # rows of a few queues, repeated
+        rows = np.ascontiguousarray(rows[[rng.randrange(len(rows)) for _ in range(rng.randrange(1, 40))]])
+    self.last_input = {"target": "unit_runs", "buf": buf.hex(), "rows": rows.tolist()}
+    n = len(rows)
+
+    def run(function):
+        runs, units = np.zeros((n, kernel.RUN_FIELDS), np.int64), bytearray(20 * n)
+        offsets = np.zeros(n, np.int64)
+        return outcome(function, buf, rows, runs, units, offsets), runs, units, offsets
+
+    got_c, runs_c, units_c, offsets_c = run(self.native.unit_runs)
+    self.executions["unit_runs"] += 1
+    if self._compare():
+        self.compared["unit_runs"] += 1
+        got_py, runs_py, units_py, offsets_py = run(dispatch_twins.unit_runs_py)
+        if got_c != got_py:
+            raise Disagreement(f"unit_runs: C {got_c} != Python {got_py}")
+        if got_c[0] == "ok" and got_c[1] >= 0 and not (
+                np.array_equal(runs_c[:got_c[1]], runs_py[:got_c[1]]) and units_c == units_py and
+                np.array_equal(offsets_c, offsets_py)):
+            raise Disagreement("unit_runs: the units differ")

@@ -12,6 +12,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | scan          | a seed of tests/data/kernel_corpus/ mutated (bit flips, header fields set to edge values, cuts, splices, BLANKs), from an ordinary or extreme start/limit | `_scan_py` on a sample |
 | index_hashes  | the rows scan found, sometimes with a position or length forged         | `_index_hashes_py` |
 | tags_codes    | the rows scan found, sometimes with a TAGS position or length forged    | `dispatch_twins.tags_codes_py` |
+| unit_runs     | the rows scan found (repeated, some fields forged): units grouped by queue | `dispatch_twins.unit_runs_py` |
 | index_put     | small index maps with stale slots, edge layouts, counts, times and hashes | `dispatch_twins.index_put_py` |
 | place         | a seed record into a target at edge positions, offsets, timestamp positions | `_place_py`    |
 | encode_record | topics, properties, hosts, versions and ints at and past their limits   | `_encode_record_py`; the record must scan back |
@@ -95,7 +96,7 @@ class Fuzzer:
             raise SystemExit(f"no seed records in {corpus_dir}")
         self.executions = {name: 0 for name in ("scan", "index_hashes", "place", "encode_record",
                                                 "java_hashes", "encode_put", "tags_codes",
-                                                "index_put")}
+                                                "unit_runs", "index_put")}
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
         self.last_input: dict = {}
@@ -195,6 +196,7 @@ class Fuzzer:
         if got_c[0] == "ok" and got_c[1][0] > 0:
             self.index_hashes(buf, out_c[:got_c[1][0]].copy())
             self.tags_codes(buf, out_c[:got_c[1][0]].copy())
+            dispatch_targets.unit_runs(self, buf, out_c[:got_c[1][0]].copy())
 
     def tags_codes(self, buf: bytes, rows: np.ndarray) -> None:
         dispatch_targets.tags_codes(self, buf, rows)

@@ -120,6 +120,26 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
             mapped.append(bytes(pending))
         return written
 
+    def put_run(self, units, queue_offsets, consecutive: bool, first_end: int, last_end: int) -> int:
+        """`put` of one queue's units already encoded (`store.kernel.unit_runs`; `first_end` /
+        `last_end`: phy end of the first and last record): one append when they continue the last
+        file at its write position with consecutive queue offsets and fit in it, else
+        `put_columns`. Returns how many were written."""
+        count = len(queue_offsets)
+        files = self.mapped_files.files
+        mapped = files[-1] if files else None
+        first_queue_offset = int(queue_offsets[0])
+        if consecutive and mapped is not None and first_end > self.max_phy_end and \
+                first_queue_offset * CQ_UNIT_SIZE == mapped.file_from_offset + mapped.wrote_position and \
+                count * CQ_UNIT_SIZE <= self.file_size_bytes - mapped.wrote_position and \
+                not (mapped is self._first_created and mapped.wrote_position == 0 and first_queue_offset):
+            mapped.append(units)
+            self.max_phy_end = last_end
+            return count
+        columns = np.frombuffer(units, dtype=CQ_UNIT_DTYPE)
+        return self.put_columns(columns["phy_offset"].astype(np.int64), columns["size"].astype(np.int64),
+                                columns["tags_code"].astype(np.int64), queue_offsets)
+
     def put_columns(self, phy_offsets, sizes, tags_codes, queue_offsets) -> int:
         """`put` of units given as int64 columns (one queue, dispatch order), with the same bytes
         and rules: a run that continues the last file at its write position with consecutive queue

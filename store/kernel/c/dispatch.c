@@ -149,3 +149,132 @@ done:
     PyBuffer_Release(&times);
     return result;
 }
+
+
+const char rmq_unit_runs_doc[] = (
+"unit_runs(buf, rows, out_runs, out_units, out_queue_offsets) -> runs\n\n"
+"Group the scan `rows` of `buf` (records that get a consume-queue unit) by queue, (TOPIC bytes,\n"
+"queue id), in order of first appearance, and write their 20-byte units (phyOffset, size, tagsCode,\n"
+"big-endian) into `out_units` queue after queue, rows in log order inside a queue, with their queue\n"
+"offsets (int64 out_queue_offsets, same order). Per queue one row of RUN_FIELDS int64s in out_runs:\n"
+"first row, last row, first unit, units, 1 when its queue offsets follow each other. Returns the\n"
+"number of queues, or -1 when a TAGS value is not ASCII (nothing useful written: the caller decodes\n"
+"the Python way).");
+
+#define RUN_FIELDS 5
+
+PyObject *rmq_unit_runs(PyObject *self, PyObject *args)
+{
+    Py_buffer buf, rows, runs, units, offsets;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*w*:unit_runs", &buf, &rows, &runs, &units, &offsets))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = rows.len / (SCAN_FIELDS * 8);
+    int64_t *group_of = NULL, *table = NULL, *fill = NULL;
+    if (rows.len % (SCAN_FIELDS * 8) || ((uintptr_t)rows.buf & 7) || ((uintptr_t)runs.buf & 7) ||
+        ((uintptr_t)offsets.buf & 7) || runs.len != n * RUN_FIELDS * 8 || units.len != n * 20 ||
+        offsets.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "rows, out_runs, out_units and out_queue_offsets must be "
+                        "aligned arrays sized for the rows");
+        goto done;
+    }
+    Py_ssize_t table_size = 16;
+    while (table_size < 2 * n)
+        table_size *= 2;
+    group_of = PyMem_RawMalloc(sizeof(int64_t) * (n ? n : 1));
+    fill = PyMem_RawMalloc(sizeof(int64_t) * (n ? n : 1));
+    table = PyMem_RawMalloc(sizeof(int64_t) * table_size);
+    if (group_of == NULL || fill == NULL || table == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *b = buf.buf;
+    const int64_t *row = rows.buf;
+    int64_t *run = runs.buf, *queue_offsets = offsets.buf;
+    unsigned char *out = units.buf;
+    Py_ssize_t groups = 0;
+    int answer = 0;                              /* 0, -1 (not ASCII) or -3 (out of range) */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < table_size; k++)
+        table[k] = -1;
+    for (Py_ssize_t i = 0; i < n && answer == 0; i++) {
+        const int64_t *r = row + i * SCAN_FIELDS;
+        int64_t tp = r[F_TOPIC_POS], tl = r[F_TOPIC_LEN], gp = r[F_TAGS_POS], gl = r[F_TAGS_LEN];
+        /* Lengths left, not `pos + len`: a forged row must not wrap past the check. */
+        if (tp < 0 || tl < 0 || tp > buf.len || tl > buf.len - tp ||
+            (gp >= 0 && (gl < 0 || gp > buf.len || gl > buf.len - gp))) {
+            answer = -3;
+            break;
+        }
+        for (int64_t k = 0; gp >= 0 && k < gl; k++)
+            if (b[gp + k] >= 0x80)
+                answer = -1;
+        if (answer)
+            break;
+        uint64_t h = 1469598103934665603ULL ^ (uint64_t)r[F_QUEUE_ID];
+        for (int64_t k = 0; k < tl; k++)
+            h = (h ^ b[tp + k]) * 1099511628211ULL;
+        Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)(table_size - 1));
+        for (;;) {                                   /* bounded: the table is never full */
+            int64_t g = table[slot];
+            if (g < 0) {
+                table[slot] = groups;
+                int64_t *gr = run + groups * RUN_FIELDS;
+                gr[0] = gr[1] = i;
+                gr[2] = 0;
+                gr[3] = 0;
+                gr[4] = 1;
+                group_of[i] = groups++;
+                break;
+            }
+            const int64_t *first = row + run[g * RUN_FIELDS] * SCAN_FIELDS;
+            if (first[F_QUEUE_ID] == r[F_QUEUE_ID] && first[F_TOPIC_LEN] == tl &&
+                memcmp(b + first[F_TOPIC_POS], b + tp, (size_t)tl) == 0) {
+                int64_t *gr = run + g * RUN_FIELDS;
+                const int64_t *last = row + gr[1] * SCAN_FIELDS;
+                if ((uint64_t)r[F_QUEUE_OFFSET] != (uint64_t)last[F_QUEUE_OFFSET] + 1)
+                    gr[4] = 0;
+                gr[1] = i;
+                group_of[i] = g;
+                break;
+            }
+            slot = (slot + 1) & (table_size - 1);
+        }
+        run[group_of[i] * RUN_FIELDS + 3]++;
+    }
+    if (answer == 0) {
+        Py_ssize_t start = 0;
+        for (Py_ssize_t g = 0; g < groups; g++) {
+            run[g * RUN_FIELDS + 2] = start;
+            fill[g] = start;
+            start += run[g * RUN_FIELDS + 3];
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const int64_t *r = row + i * SCAN_FIELDS;
+            int64_t at = fill[group_of[i]]++;
+            uint32_t h = 0;
+            for (int64_t k = 0; r[F_TAGS_POS] >= 0 && k < r[F_TAGS_LEN]; k++)
+                h = 31 * h + b[r[F_TAGS_POS] + k];
+            unsigned char *u = out + 20 * at;
+            put64(u, r[F_PHY_OFFSET]);
+            put32(u + 8, (int32_t)r[F_SIZE]);
+            put64(u + 12, r[F_TAGS_POS] >= 0 ? (int64_t)(int32_t)h : 0);
+            queue_offsets[at] = r[F_QUEUE_OFFSET];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (answer == -3)
+        PyErr_SetString(PyExc_ValueError, "a row points outside the buffer");
+    else
+        result = PyLong_FromSsize_t(answer == 0 ? groups : -1);
+done:
+    PyMem_RawFree(group_of);
+    PyMem_RawFree(fill);
+    PyMem_RawFree(table);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&runs);
+    PyBuffer_Release(&units);
+    PyBuffer_Release(&offsets);
+    return result;
+}

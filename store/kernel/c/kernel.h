@@ -8,13 +8,14 @@
  * | put.c     | encode_put: store.commitlog.put_path.encode_for_put's common case in one call            |
  * | scan.c    | scan: walk records like checkMessageAndReturnSize, one int64 row per record    |
  * | hash.c    | java_hashes, index_hashes: Java String.hashCode of strings / of index keys     |
- * | dispatch.c| tags_codes, index_put: tagsCodes of scan rows, index entries into a file's map |
+ * | dispatch.c| tags_codes, unit_runs, index_put: tagsCodes and consume-queue units of scan rows |
+ * |           | grouped by queue, index entries into an index file's map                      |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
  * refuses the same inputs with the same exception and message (tests/test_kernel.py and
  * tests/test_kernel_bounds.py run both). Nothing here keeps a pointer past the call that got it. The
- * loops over many records (scan, index_hashes, tags_codes, index_put) release the GIL: they touch no
+ * loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL: they touch no
  * Python object, only buffers held through Py_buffer (a held export keeps an mmap from being closed
  * or resized under them), so the dispatch thread's native work runs beside the put thread.
  *
@@ -111,7 +112,8 @@ PyObject *rmq_java_hashes(PyObject *self, PyObject *arg);
 PyObject *rmq_index_hashes(PyObject *self, PyObject *args);
 PyObject *rmq_tags_codes(PyObject *self, PyObject *args);
 PyObject *rmq_index_put(PyObject *self, PyObject *args);
-extern const char rmq_tags_codes_doc[], rmq_index_put_doc[];
+PyObject *rmq_unit_runs(PyObject *self, PyObject *args);
+extern const char rmq_tags_codes_doc[], rmq_index_put_doc[], rmq_unit_runs_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
     rmq_java_hashes_doc[], rmq_index_hashes_doc[];
 

@@ -11,6 +11,7 @@ static PyMethodDef methods[] = {
     {"index_hashes", rmq_index_hashes, METH_VARARGS, rmq_index_hashes_doc},
     {"tags_codes", rmq_tags_codes, METH_VARARGS, rmq_tags_codes_doc},
     {"index_put", rmq_index_put, METH_VARARGS, rmq_index_put_doc},
+    {"unit_runs", rmq_unit_runs, METH_VARARGS, rmq_unit_runs_doc},
     {NULL, NULL, 0, NULL},
 };
 
