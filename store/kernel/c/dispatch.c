@@ -135,6 +135,10 @@ PyObject *rmq_index_put(PyObject *self, PyObject *args)
         put64(e + 4, phy[i]);
         put32(e + 12, (int32_t)diff);
         put32(e + 16, (int32_t)prev);
+        /* The entry before the slot that points at it, for the compiler and the CPU too: a query in
+         * another thread (which reads the map without this call's GIL) that follows the slot finds
+         * the entry whole, as with putKey's writes. */
+        __atomic_thread_fence(__ATOMIC_RELEASE);
         put32(slot, (int32_t)entry);
     }
     Py_END_ALLOW_THREADS
