@@ -8,8 +8,9 @@ With only the built-in dispatchers registered (the usual case), records are disp
 the kernel scan's rows, with no request per record (`store.services.dispatch_rows`: the per-record work
 runs in C outside the GIL), and the put path makes no requests. Otherwise records appended by this
 process come with their dispatch request already made by the put path (`CommitLog.pending_dispatch`),
-and anything else (recovery, a log written by another process) is parsed with the spec §2.7 check. Dispatch never reads past the commit log's read
-position, so a record still being copied (or not yet committed from the transient pool) is never seen.
+and anything else (recovery, a log written by another process) is parsed with the spec §2.7 check.
+Dispatch never reads past the commit log's read position, so a record still being copied (or not yet
+committed from the transient pool) is never seen.
 After a crash, records the indexes already hold are dropped before any request is made
 (`store.services.redispatch`).
 """
