@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-SCENARIOS = ["put", "sync_flush", "pull", "lookups", "topic_count", "recovery", "dashboard",
+SCENARIOS = ["put", "put_cores", "sync_flush", "pull", "lookups", "topic_count", "recovery", "dashboard",
              "timer_bench"]
 
 
