@@ -101,12 +101,16 @@ class ReputService:
     """Moves `reput_offset` forward through the commit log, feeding every dispatcher."""
 
     def __init__(self, commit_log: CommitLog, dispatchers: list[Dispatcher], *,
-                 interval_ms: int = 1):
+                 interval_ms: int = 1,
+                 delay_levels_ms: tuple[int, ...] = record_check.DEFAULT_DELAY_LEVELS_MS):
         self.commit_log = commit_log
         self.dispatchers = list(dispatchers)
         self.listeners: list[ArrivalListener] = []
         self.reput_offset = 0
         self.interval_ms = interval_ms
+        # messageDelayLevel: a SCHEDULE_TOPIC_XXXX record's tagsCode is its delivery time
+        # (checkMessageAndReturnSize asks the schedule service, which has the configured levels).
+        self.delay_levels_ms = tuple(delay_levels_ms)
         self.dispatched_records = 0
         self.skipped_invalid = 0
         self.skipped_covered = 0        # re-dispatched records every index already had
@@ -305,7 +309,8 @@ class ReputService:
                     topics[raw] = topic
             if delay_pos >= 0 and topic == msgcodec.SCHEDULE_TOPIC:
                 # The delivery time is the tagsCode, and a DELAY Java cannot parse is invalid.
-                result = record_check.check_message(buf, position, check_crc=False, limit=position + size)
+                result = record_check.check_message(buf, position, check_crc=False, limit=position + size,
+                                                    delay_levels_ms=self.delay_levels_ms)
                 if result.kind == record_check.CHECK_RECORD:
                     append(result.request)
                 else:
