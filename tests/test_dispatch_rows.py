@@ -120,3 +120,16 @@ def test_long_polling_hears_of_units_written_from_rows(tmp_path):
         assert heard == [{("T", 0): 3, ("T", 1): 2}]
     finally:
         store.close()
+
+
+def test_an_empty_uniq_key_gets_no_index_entry(tmp_path):
+    """RocketMQ's reput parses the record, and string2messageProperties drops a property with an
+    empty value: an empty UNIQ_KEY is no key. (Requests made by the put path used to index `T#`.)"""
+    store = MessageStore.open(small_config(tmp_path), clock_ms=FakeClock(), start_services=False)
+    try:
+        assert store.put_message(Message("T", b"x", 0, "t", ("k",), {"UNIQ_KEY": ""})).ok
+        store.dispatch_pending()
+        assert [f.index_count for f in store._parts.index_service._files] == [2]   # 1 + one key
+        assert store.query_message("T", "k").messages
+    finally:
+        store.close()
