@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-SCENARIOS = ["put", "sync_flush", "pull", "lookups", "topic_count", "recovery", "dashboard",
+SCENARIOS = ["put", "put_cores", "sync_flush", "pull", "lookups", "topic_count", "recovery", "dashboard",
              "timer_bench"]
 
 

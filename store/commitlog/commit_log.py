@@ -104,6 +104,9 @@ class CommitLog:
         # to parse what we just encoded. Entries are (phy_offset, DispatchRequest). Bounded by the
         # dispatch backlog, which the reput service drains continuously.
         self.pending_dispatch: collections.deque = collections.deque()
+        # False when the reput service dispatches straight from the log (store.services.dispatch_rows):
+        # it would not use the requests, so the put path does not make them.
+        self.make_dispatch_requests = True
         self.last_store_timestamp = 0
         self.confirm_offset = -1
 
@@ -165,6 +168,9 @@ class CommitLog:
             if queued:
                 self.queue_offsets[key] = queue_offset + 1
             self.last_store_timestamp = store_timestamp
+            if not self.make_dispatch_requests:
+                return AppendResult(phy_offset, size, queue_offset, store_timestamp,
+                                    (self._msg_id_prefix + f"{phy_offset:016X}",), 1)
             tags_code = draft.tags_code if draft.delivery_delay_ms < 0 else \
                 store_timestamp + draft.delivery_delay_ms
             self.pending_dispatch.append((phy_offset, DispatchRequest(
@@ -204,6 +210,7 @@ class CommitLog:
             requests = []
             cursor_phy = phy_offset
             this_queue_offset = queue_offset
+            make_requests = self.make_dispatch_requests
             for record, draft in zip(records, drafts):
                 size = len(record)
                 _PATCH_OFFSETS(record, msgcodec.QUEUE_OFFSET_POSITION,
@@ -212,6 +219,10 @@ class CommitLog:
                 if draft.seal_prop_crc:
                     prop_crc.seal(record)
                 add_id(host_hex + f"{cursor_phy:016X}")
+                if not make_requests:
+                    cursor_phy += size
+                    this_queue_offset += 1
+                    continue
                 tags_code = draft.tags_code if draft.delivery_delay_ms < 0 else \
                     store_timestamp + draft.delivery_delay_ms
                 requests.append((cursor_phy, DispatchRequest(

@@ -25,7 +25,6 @@ import os
 import numpy as np
 
 from store.codec.index_codec import (
-    ENTRY_DTYPE,
     ENTRY_STRUCT,
     HASH_SLOT_SIZE,
     HEADER_STRUCT,
@@ -40,6 +39,7 @@ from store.codec.index_codec import (
 from store.codec.javahash import index_key_hash
 from store.errors import CorruptDataError, ReadOnlyStoreError, StoreClosedError
 from store.index.index_query import IndexFileQueries
+from store.kernel import index_put
 from store.mappedfile.mapped_file import create_sparse_file
 
 _pack_entry = ENTRY_STRUCT.pack_into
@@ -180,41 +180,27 @@ class IndexFile(IndexFileQueries):
         """Insert many keys at once, exactly as that many `put_key` calls would (spec §5.5).
 
         Arrays are int64, in dispatch order. Returns how many were inserted (fewer when the file
-        fills up; the caller continues in a new file). Entries, chains and slots are computed with
-        numpy: inside the batch, a key's `prevIndex` is the previous key of the batch in the same
-        slot, or the slot's value before the batch (0 when that is out of range).
+        fills up; the caller continues in a new file). Entries, chains and slots are written by
+        `store.kernel.index_put` (C, outside the GIL; its twin does it with numpy). The header is
+        left to `write_header`.
         """
         if self.read_only:
             raise ReadOnlyStoreError(f"index file {self.path} is read-only")
         start_count = self.index_count
-        count = min(len(key_hashes), self.max_index_num - start_count)
+        count, new_chains = index_put(
+            self._require_map(), self.max_hash_slot_num, self.max_index_num, start_count,
+            self.begin_timestamp, np.ascontiguousarray(key_hashes, dtype=np.int64),
+            np.ascontiguousarray(phy_offsets, dtype=np.int64),
+            np.ascontiguousarray(store_timestamps, dtype=np.int64))
         if count <= 0:
             return 0
-        key_hashes = key_hashes[:count]
-        phy_offsets = phy_offsets[:count]
-        store_timestamps = store_timestamps[:count]
-        buf = self._require_map()
-        slots_view = np.frombuffer(buf, dtype=">i4", count=self.max_hash_slot_num,
-                                   offset=INDEX_HEADER_SIZE)
-        prev_index, head_slots, head_entries, new_chains = _chain_batch(
-            key_hashes % self.max_hash_slot_num, slots_view, start_count)
-        fresh = start_count <= 1
-        time_diff = _time_diffs(store_timestamps, self.begin_timestamp, fresh)
-        entries = np.frombuffer(buf, dtype=ENTRY_DTYPE, count=count,
-                                offset=self._entries_position + start_count * INDEX_ENTRY_SIZE)
-        entries["key_hash"] = key_hashes
-        entries["phy_offset"] = phy_offsets
-        entries["time_diff_s"] = time_diff
-        entries["prev_index"] = prev_index
-        slots_view[head_slots] = head_entries
-        del slots_view, entries
-        if fresh:
+        if start_count <= 1:
             self.begin_phy_offset = int(phy_offsets[0])
             self.begin_timestamp = int(store_timestamps[0])
         self.hash_slot_count += new_chains
         self.index_count = start_count + count
-        self.end_phy_offset = int(phy_offsets[-1])
-        self.end_timestamp = int(store_timestamps[-1])
+        self.end_phy_offset = int(phy_offsets[count - 1])
+        self.end_timestamp = int(store_timestamps[count - 1])
         self._header_stale = True
         self.dirty = True
         return count
@@ -263,44 +249,3 @@ class IndexFile(IndexFileQueries):
         return (f"IndexFile({self.name!r}, index_count={self.index_count}, "
                 f"end_phy_offset={self.end_phy_offset}, end_timestamp={self.end_timestamp})")
 
-
-def _chain_batch(slots: np.ndarray, slot_table: np.ndarray, start_count: int):
-    """The chains of a batch of keys that take entry numbers `start_count`, `start_count` + 1, ...
-    in order, with numpy: (prevIndex of each key, the slots the batch writes, the entry number each
-    of them then holds, how many of them were empty).
-
-    Inside the batch, a key's prevIndex is the previous key of the batch in the same slot, or the
-    slot's value in `slot_table` before the batch (0 when that is out of range).
-    """
-    count = len(slots)
-    entry_numbers = np.arange(start_count, start_count + count, dtype=np.int64)
-    # Keys grouped by slot, keeping dispatch order inside a group (stable sort).
-    order = np.argsort(slots, kind="stable")
-    sorted_slots = slots[order]
-    first_in_group = np.ones(count, dtype=bool)
-    first_in_group[1:] = sorted_slots[1:] != sorted_slots[:-1]
-    previous = np.empty(count, dtype=np.int64)
-    previous[1:] = entry_numbers[order][:-1]
-    old_values = slot_table[sorted_slots].astype(np.int64)
-    old_values[(old_values <= 0) | (old_values > start_count)] = 0
-    previous[first_in_group] = old_values[first_in_group]
-    prev_index = np.empty(count, dtype=np.int64)
-    prev_index[order] = previous
-    last_in_group = np.ones(count, dtype=bool)
-    last_in_group[:-1] = sorted_slots[1:] != sorted_slots[:-1]
-    new_chains = int(np.count_nonzero(previous[first_in_group] == 0))
-    return prev_index, sorted_slots[last_in_group], entry_numbers[order][last_in_group], new_chains
-
-
-def _time_diffs(store_timestamps: np.ndarray, begin_timestamp: int, fresh: bool) -> np.ndarray:
-    """timeDiff (seconds) of each key of a batch against the header's begin time as it was before
-    its put: the first put of a fresh file uses the begin time inherited from the previous file
-    (spec §5.7 quirk), the later ones the first key's store time."""
-    begins = np.full(len(store_timestamps), int(store_timestamps[0]) if fresh else begin_timestamp,
-                     dtype=np.int64)
-    begins[0] = begin_timestamp
-    diffs = store_timestamps - begins
-    time_diff = np.where(diffs < 0, -((-diffs) // 1000), diffs // 1000)  # Java truncation
-    time_diff = np.clip(time_diff, 0, 2**31 - 1)
-    time_diff[begins <= 0] = 0
-    return time_diff

@@ -22,6 +22,12 @@ which use it, stay at the bottom of the import graph.
 | index_select, cq_search_nearest, read_message | lookups: an index chain walk, the 4.9.7 nearest time search, one record read+decoded (twins in `store.kernel.lookup`) |
 | decode_records  | a pull's records -> MessageRecords in one call (`decode.py`; the caller's Python decodes the odd ones) |
 | pull_unfiltered | plan, slice, check (and decode) an unfiltered pull in one call (`pull.py`; no twin: None = ask) |
+| tags_codes      | the tagsCode of each scan row (ASCII TAGS; TAGS_CODE_ASK: ask), twin in `dispatch_twins` |
+| unit_runs       | consume-queue units of scan rows grouped by queue, twin in `dispatch_twins` |
+| index_put       | `IndexFile.put_keys` into the map (entries, chains, slots), twin in `dispatch_twins` |
+
+The loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL in C, so the
+dispatch thread's native work runs beside the put thread (c/kernel.h says why that is safe).
 """
 
 from __future__ import annotations
@@ -335,7 +341,22 @@ def _java_hashes_py(texts: list[str]) -> np.ndarray:
 
 # -- the public functions -----------------------------------------------------------------------
 
+from store.kernel.dispatch_twins import TAGS_CODE_ASK, index_put_py as _index_put_py  # noqa: E402
+from store.kernel.dispatch_twins import tags_codes_py as _tags_codes_py  # noqa: E402
+from store.kernel.dispatch_twins import unit_runs_py as _unit_runs_py  # noqa: E402
+from store.kernel import dispatch_twins as _dispatch_twins  # noqa: E402
+
+assert (_dispatch_twins.SCAN_FIELDS, _dispatch_twins.TAGS_POS_COLUMN, _dispatch_twins.TAGS_LEN_COLUMN,
+        _dispatch_twins.QUEUE_ID_COLUMN, _dispatch_twins.QUEUE_OFFSET_COLUMN, _dispatch_twins.PHY_COLUMN,
+        _dispatch_twins.SIZE_COLUMN, _dispatch_twins.TOPIC_POS_COLUMN, _dispatch_twins.TOPIC_LEN_COLUMN) \
+    == (SCAN_FIELDS, COL["tags_pos"], COL["tags_len"], COL["queue_id"], COL["queue_offset"],
+        COL["phy_offset"], COL["size"], COL["topic_pos"], COL["topic_len"])
+RUN_FIELDS = _dispatch_twins.RUN_FIELDS
+
 if COMPILED:
+    tags_codes = _native.tags_codes
+    unit_runs = _native.unit_runs
+    index_put = _native.index_put
     encode_record = _native.encode_record
     # store.commitlog.put_path.encode_for_put's common case in one call (None: let the Python path decide).
     encode_put = _native.encode_put
@@ -353,6 +374,9 @@ if COMPILED:
             texts = list(texts)
         return np.frombuffer(_native.java_hashes(texts), dtype=np.int32).astype(np.int64)
 else:
+    tags_codes = _tags_codes_py
+    unit_runs = _unit_runs_py
+    index_put = _index_put_py
     encode_record = _encode_record_py
     encode_put = None
     place = _place_py

@@ -4,10 +4,13 @@ Dispatchers are a one-method interface, `dispatch(requests)`, fed batches of `Di
 order. Arrival listeners (long polling) are told, per batch, the new max offset of every queue that got
 messages.
 
-Records appended by this process come with their dispatch request already made by the put path
-(`CommitLog.pending_dispatch`), so they are not parsed again; anything else (recovery, a log written by
-another process) is parsed with the spec §2.7 check. Dispatch never reads past the commit log's read
-position, so a record still being copied (or not yet committed from the transient pool) is never seen.
+With only the built-in dispatchers registered (the usual case), records are dispatched straight from
+the kernel scan's rows, with no request per record (`store.services.dispatch_rows`: the per-record work
+runs in C outside the GIL), and the put path makes no requests. Otherwise records appended by this
+process come with their dispatch request already made by the put path (`CommitLog.pending_dispatch`),
+and anything else (recovery, a log written by another process) is parsed with the spec §2.7 check.
+Dispatch never reads past the commit log's read position, so a record still being copied (or not yet
+committed from the transient pool) is never seen.
 After a crash, records the indexes already hold are dropped before any request is made
 (`store.services.redispatch`).
 """
@@ -23,9 +26,8 @@ from store.codec import message as msgcodec
 from store.codec import record_check
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.message import DispatchRequest
-from store.codec.topic import validate_topic
 from store.commitlog.commit_log import QUEUED_TRANSACTION_KINDS, CommitLog, is_queued_transaction_type
-from store.errors import InvalidTopicError
+from store.services.dispatch_rows import _LEGAL_TOPICS, _legal_topic, _topic_is_legal, dispatch_rows
 from store.services.redispatch import uncovered_rows
 
 log = logging.getLogger(__name__)
@@ -43,26 +45,6 @@ _ROW_COLUMNS = [_C[name] for name in (
 
 class Dispatcher(Protocol):
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None: ...
-
-
-_LEGAL_TOPICS: set[str] = set()     # memo: validation runs for every dispatched record
-_LEGAL_TOPICS_MAX = 100_000
-
-
-def _legal_topic(request: DispatchRequest) -> bool:
-    """A topic read from the commit log becomes a directory name: a crafted record ("../x", "/abs")
-    must not create one outside consumequeue/. Such records stay in the log but get no unit."""
-    if request.topic in _LEGAL_TOPICS:
-        return True
-    try:
-        validate_topic(request.topic, allow_v2=True)
-    except InvalidTopicError:
-        log.warning("record at %d has an illegal topic %r: not dispatched to a consume queue",
-                    request.commit_log_offset, request.topic[:64])
-        return False
-    if len(_LEGAL_TOPICS) < _LEGAL_TOPICS_MAX:
-        _LEGAL_TOPICS.add(request.topic)
-    return True
 
 
 class ConsumeQueueDispatcher:
@@ -119,16 +101,24 @@ class ReputService:
     """Moves `reput_offset` forward through the commit log, feeding every dispatcher."""
 
     def __init__(self, commit_log: CommitLog, dispatchers: list[Dispatcher], *,
-                 interval_ms: int = 1):
+                 interval_ms: int = 1,
+                 delay_levels_ms: tuple[int, ...] = record_check.DEFAULT_DELAY_LEVELS_MS):
         self.commit_log = commit_log
         self.dispatchers = list(dispatchers)
         self.listeners: list[ArrivalListener] = []
         self.reput_offset = 0
         self.interval_ms = interval_ms
+        # messageDelayLevel: a SCHEDULE_TOPIC_XXXX record's tagsCode is its delivery time
+        # (checkMessageAndReturnSize asks the schedule service, which has the configured levels).
+        self.delay_levels_ms = tuple(delay_levels_ms)
         self.dispatched_records = 0
         self.skipped_invalid = 0
         self.skipped_covered = 0        # re-dispatched records every index already had
         self.indexed_directly = 0       # re-dispatched records only the index lacked (no requests)
+        self.dispatched_from_rows = 0   # records dispatched without requests (dispatch_rows)
+        self._rows_arrivals: dict[tuple[str, int], int] = {}   # their queues' new max offsets
+        self._last_rows_unit: int | None = None   # phy offset of their last unit, this pass
+        self._units_end_max: int | None = None    # no queue's max phy end is past it (_known_new)
         self._last_skipped_unit = None  # (phy offset, store time, dispatcher) of the last one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -137,6 +127,8 @@ class ReputService:
         self._scan_rows = kernel.scan_buffer(DISPATCH_BATCH_MAX_RECORDS)
         self._topic_names: dict[bytes, str] = {}
         self._tags_codes: dict[bytes, int] = {}
+        # The put path need not make requests the reput service would not use.
+        commit_log.make_dispatch_requests = self._row_dispatchers() is None
 
     def add_listener(self, listener: ArrivalListener) -> None:
         self.listeners.append(listener)
@@ -202,6 +194,8 @@ class ReputService:
         count, stop, kind, stop_size = kernel.scan(buf, position, mapped.read_position, False, out)
         if count:
             rows = self._uncovered(buf, out[:count], may_index_directly=not batch)
+            if len(rows) and not batch:      # nothing before them waits for requests: log order
+                rows = self._dispatch_rows(buf, rows)
             for start, length in _SPANS:    # lengths -> ends, for plain slicing
                 rows[:, length] += rows[:, start]
             self._requests_from_rows(buf, rows, batch)
@@ -217,11 +211,51 @@ class ReputService:
             return base + stop + stop_size
         return base + stop if count else None
 
+    def _row_dispatchers(self):
+        """(ConsumeQueueDispatcher or None, IndexDispatcher or None) when only the built-in ones are
+        registered, in that order, and dispatch_rows can do their work (no multi-dispatch, consume
+        queues that take columns, a log of plain records); None otherwise."""
+        if getattr(self.commit_log, "walk_for_dispatch", None) is not None or not self.dispatchers:
+            return None
+        queue_dispatcher = index_dispatcher = None
+        for dispatcher in self.dispatchers:
+            if type(dispatcher) is ConsumeQueueDispatcher and queue_dispatcher is None and \
+                    index_dispatcher is None and dispatcher.multi_dispatch is None and \
+                    hasattr(dispatcher.consume_queues, "put_unit_runs"):
+                queue_dispatcher = dispatcher
+            elif type(dispatcher) is IndexDispatcher and index_dispatcher is None:
+                index_dispatcher = dispatcher
+            else:
+                return None
+        return queue_dispatcher, index_dispatcher
+
+    def _dispatch_rows(self, buf, rows):
+        """Dispatch `rows` without requests when `dispatch_rows` can; returns the rows left."""
+        dispatchers = self._row_dispatchers()
+        if dispatchers is None:
+            return rows
+        queue_dispatcher, index_dispatcher = dispatchers
+        done = dispatch_rows(
+            buf, rows, topic_is_legal=_topic_is_legal,
+            consume_queues=queue_dispatcher.consume_queues if queue_dispatcher else None,
+            on_written=queue_dispatcher.on_written if queue_dispatcher else None,
+            batch_router=queue_dispatcher.batch if queue_dispatcher else None,
+            index_service=index_dispatcher.index_service if index_dispatcher else None)
+        if done is None:
+            return rows
+        self.dispatched_from_rows += done.count
+        self._rows_arrivals.update(done.arrivals)
+        if done.last_unit is not None:
+            self._last_rows_unit = done.last_unit[0]
+        return rows[done.count:]
+
     def _uncovered(self, buf, rows, *, may_index_directly: bool):
         """The rows that still need dispatch requests (`store.services.redispatch`): rows every
         built-in dispatcher already has are dropped, rows only the index lacks may be indexed
         directly. With any other dispatcher (or multi-dispatch: RocketMQ adds the LMQ units of a
         record whose own unit exists), every row gets a request."""
+        if self._known_new(rows):
+            return rows                  # what uncovered_rows answers for them, without the work
         queues = index = queue_dispatcher = None
         for dispatcher in self.dispatchers:
             # (batch topics have no ordinary queue: their rows always get requests)
@@ -242,6 +276,24 @@ class ReputService:
             self._last_skipped_unit = (*coverage.last_rebuilt_unit, queue_dispatcher)
         return coverage.rows
 
+    def _known_new(self, rows) -> bool:
+        """True when the first row gets a unit and ends past every queue's max phy end, known
+        without asking the queues: then `uncovered_rows` returns the rows as they are. Only on the
+        row path, where this service is the only writer of units, so that no queue ends past
+        `_units_end_max` (every queue's max phy end when first asked, then the reput offset)."""
+        dispatchers = self._row_dispatchers()
+        if dispatchers is None or dispatchers[0] is None:
+            return False
+        first = rows[0]
+        if not is_queued_transaction_type(int(first[_C["sys_flag"]])):
+            return False
+        end = int(first[_C["phy_offset"]]) + int(first[_C["size"]])
+        if self._units_end_max is None:
+            queues = dispatchers[0].consume_queues
+            self._units_end_max = max((queues.get_max_phy_end(topic, queue_id)
+                                       for topic, queue_id in queues.queues()), default=-1)
+        return end > self._units_end_max
+
     def _requests_from_rows(self, buf, rows, batch: list) -> None:
         topics = self._topic_names
         tags_codes = self._tags_codes
@@ -257,7 +309,8 @@ class ReputService:
                     topics[raw] = topic
             if delay_pos >= 0 and topic == msgcodec.SCHEDULE_TOPIC:
                 # The delivery time is the tagsCode, and a DELAY Java cannot parse is invalid.
-                result = record_check.check_message(buf, position, check_crc=False, limit=position + size)
+                result = record_check.check_message(buf, position, check_crc=False, limit=position + size,
+                                                    delay_levels_ms=self.delay_levels_ms)
                 if result.kind == record_check.CHECK_RECORD:
                     append(result.request)
                 else:
@@ -289,9 +342,10 @@ class ReputService:
                 if self.reput_offset >= end and self.reput_offset >= self.commit_log.min_offset():
                     break
                 before = self.reput_offset
-                indexed_before = self.indexed_directly
+                without_before = self.indexed_directly + self.dispatched_from_rows
+                self._last_rows_unit = None
                 batch, new_offset = self._next_batch(end)
-                indexed = self.indexed_directly - indexed_before     # without requests
+                indexed = self.indexed_directly + self.dispatched_from_rows - without_before
                 total += indexed
                 self.dispatched_records += indexed
                 if batch:
@@ -302,7 +356,9 @@ class ReputService:
                 self._note_skipped_units(batch)
                 # Moved only once the batch is in every index, so "behind 0" means "queryable".
                 self.reput_offset = new_offset
-                if batch:
+                if self._units_end_max is not None and new_offset > self._units_end_max:
+                    self._units_end_max = new_offset     # units written end at or below it
+                if batch or self._rows_arrivals:
                     self._notify(batch)
                 if self.reput_offset == before:
                     break
@@ -319,6 +375,8 @@ class ReputService:
             return
         self._last_skipped_unit = None
         phy_offset, store_timestamp, queue_dispatcher = skipped
+        if self._last_rows_unit is not None and self._last_rows_unit > phy_offset:
+            return      # a unit written from rows (before the batch in log order) came after it
         for request in reversed(batch):
             if is_queued_transaction_type(request.sys_flag) and _legal_topic(request):
                 if request.commit_log_offset > phy_offset:
@@ -327,6 +385,7 @@ class ReputService:
         queue_dispatcher.on_written(store_timestamp)
 
     def _notify(self, batch: Sequence[DispatchRequest]) -> None:
+        rows_arrivals, self._rows_arrivals = self._rows_arrivals, {}
         if not self.listeners:
             return
         arrivals: dict[tuple[str, int], int] = {}
@@ -339,6 +398,8 @@ class ReputService:
                 key = (request.topic, request.queue_id)
                 if key not in arrivals:
                     arrivals[key] = request.consume_queue_offset + 1
+        for key, offset in rows_arrivals.items():    # units from rows come before the batch
+            arrivals.setdefault(key, offset)
         if arrivals:
             for listener in self.listeners:
                 listener(arrivals)

@@ -12,6 +12,7 @@ import logging
 import threading
 
 from store.api import PutMessageStatus
+from store.commitlog.put_path import parse_delay_levels
 from store.consumequeue.batch.dispatch import BatchRouter
 from store.consumequeue.lmq import MultiDispatcher
 from store.meta.lockfile import create_abort, delete_abort
@@ -50,7 +51,8 @@ class StoreServices:
                                               multi_dispatch=multi, batch=batch)]
         if cfg.message_index_enable and parts.index_service is not None:
             dispatchers.append(IndexDispatcher(parts.index_service))
-        self.reput = ReputService(parts.commit_log, dispatchers)
+        self.reput = ReputService(parts.commit_log, dispatchers,
+                                  delay_levels_ms=parse_delay_levels(cfg.message_delay_level))
         self.reput.add_listener(self.hold.on_arrival)
         self.pool = None
         self.commit_service = None

@@ -11,6 +11,9 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 |---------------|------------------------------------------------------------------------|-------------------|
 | scan          | a seed of tests/data/kernel_corpus/ mutated (bit flips, header fields set to edge values, cuts, splices, BLANKs), from an ordinary or extreme start/limit | `_scan_py` on a sample |
 | index_hashes  | the rows scan found, sometimes with a position or length forged         | `_index_hashes_py` |
+| tags_codes    | the rows scan found, sometimes with a TAGS position or length forged    | `dispatch_twins.tags_codes_py` |
+| unit_runs     | the rows scan found (repeated, some fields forged): units grouped by queue | `dispatch_twins.unit_runs_py` |
+| index_put     | small index maps with stale slots, edge layouts, counts, times and hashes | `dispatch_twins.index_put_py` |
 | place         | a seed record into a target at edge positions, offsets, timestamp positions | `_place_py`    |
 | encode_record | topics, properties, hosts, versions and ints at and past their limits   | `_encode_record_py`; the record must scan back |
 | java_hashes   | strings of ASCII, Latin-1, BMP, astral characters and lone surrogates   | `_java_hashes_py` |
@@ -49,19 +52,13 @@ if os.environ.get("RMQ_KERNEL") != "python":
 from store import kernel  # noqa: E402  (after the environment check)
 from store.api import Message  # noqa: E402
 from store.commitlog import put_path  # noqa: E402
-from tests.kernel_fuzz import decode_target, lookup_targets, pull_target  # noqa: E402
+from tests.kernel_fuzz import decode_target, dispatch_targets, lookup_targets, pull_target  # noqa: E402
+from tests.kernel_fuzz.edges import (  # noqa: E402
+    INT64_EDGES, OUT_OF_RANGE, POSITION_EDGES, Disagreement, outcome)
 
 MAGICS = [-626843481, -626843477, -875286124]            # v1, v2, BLANK
 INT32_EDGES = [0, 1, -1, 2, 7, 8, 36, 40, 84, 100, 127, 128, 255, 256, 0x7FFF, 0x8000, 0xFFFF,
                0x10000, 0x7FFFFFFF, -0x80000000, -0x7FFFFFFF, 0x7FFFFFF0]
-INT64_EDGES = [0, 1, -1, 2**31 - 1, 2**31, 2**32, 2**62, 2**63 - 1, 2**63 - 8, 2**63 - 40, -2**63,
-               -2**63 + 1]
-OUT_OF_RANGE = [2**63, -2**63 - 1, 2**64, 2**100]
-POSITION_EDGES = INT64_EDGES + [-2, -8]
-
-
-class Disagreement(Exception):
-    """The C kernel and its twin answered differently."""
 
 
 def load_native(path: str):
@@ -79,14 +76,6 @@ def sanitizers_active(path: str) -> dict[str, bool]:
     return {"asan_runtime": hasattr(ctypes.CDLL(None), "__asan_init"),
             "asan_checks": b"__asan_report_load" in image,
             "ubsan_checks": b"__ubsan_handle_" in image}
-
-
-def outcome(function, *args):
-    """("ok", value) or ("raise", exception type name, message): comparable across twins."""
-    try:
-        return ("ok", function(*args))
-    except Exception as error:                   # whatever either twin raises is compared
-        return ("raise", type(error).__name__, str(error))
 
 
 class Fuzzer:
@@ -109,7 +98,8 @@ class Fuzzer:
         if not self.seeds or not self.records:
             raise SystemExit(f"no seed records in {corpus_dir}")
         self.executions = {name: 0 for name in ("scan", "index_hashes", "place", "encode_record",
-                                                "java_hashes", "encode_put", "index_select",
+                                                "java_hashes", "encode_put", "tags_codes",
+                                                "unit_runs", "index_put", "index_select",
                                                 "cq_search_nearest", "read_message", "decode_records",
                                                 "pull_unfiltered")}
         self.disagreement = Disagreement
@@ -211,6 +201,14 @@ class Fuzzer:
                 raise Disagreement("scan: the rows differ")
         if got_c[0] == "ok" and got_c[1][0] > 0:
             self.index_hashes(buf, out_c[:got_c[1][0]].copy())
+            self.tags_codes(buf, out_c[:got_c[1][0]].copy())
+            dispatch_targets.unit_runs(self, buf, out_c[:got_c[1][0]].copy())
+
+    def tags_codes(self, buf: bytes, rows: np.ndarray) -> None:
+        dispatch_targets.tags_codes(self, buf, rows)
+
+    def index_put(self) -> None:
+        dispatch_targets.index_put(self)
 
     def index_hashes(self, buf: bytes, rows: np.ndarray) -> None:
         rng = self.rng
@@ -373,6 +371,8 @@ class Fuzzer:
             self.encode_record()
         elif roll < 0.88:
             self.java_hashes()
+        elif roll < 0.91:
+            self.index_put()
         elif roll < 0.94:
             self.encode_put()
         else:               # the targets issue #17 added, each group in its own module

@@ -27,6 +27,18 @@ from store.mappedfile.mapped_file_queue import MappedFileQueue
 log = logging.getLogger(__name__)
 
 
+class _Unit:
+    """The fields of a dispatch request `put` reads, for units that come as columns."""
+
+    __slots__ = ("commit_log_offset", "msg_size", "tags_code", "consume_queue_offset")
+
+    def __init__(self, commit_log_offset: int, msg_size: int, tags_code: int, queue_offset: int):
+        self.commit_log_offset = commit_log_offset
+        self.msg_size = msg_size
+        self.tags_code = tags_code
+        self.consume_queue_offset = queue_offset
+
+
 class FileConsumeQueue(OnDemandMapping, QueueRecovery):
     """One consume queue (topic, queue_id). Writes are serialized by the owning store's lock."""
 
@@ -106,6 +118,65 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
             written += 1
         if mapped is not None and pending:
             mapped.append(bytes(pending))
+        return written
+
+    def put_run(self, units, queue_offsets, consecutive: bool, first_end: int, last_end: int) -> int:
+        """`put` of one queue's units already encoded (`store.kernel.unit_runs`; `first_end` /
+        `last_end`: phy end of the first and last record): one append when they continue the last
+        file at its write position with consecutive queue offsets and fit in it, else
+        `put_columns`. Returns how many were written."""
+        count = len(queue_offsets)
+        files = self.mapped_files.files
+        mapped = files[-1] if files else None
+        first_queue_offset = int(queue_offsets[0])
+        if consecutive and mapped is not None and first_end > self.max_phy_end and \
+                first_queue_offset * CQ_UNIT_SIZE == mapped.file_from_offset + mapped.wrote_position and \
+                count * CQ_UNIT_SIZE <= self.file_size_bytes - mapped.wrote_position and \
+                not (mapped is self._first_created and mapped.wrote_position == 0 and first_queue_offset):
+            mapped.append(units)
+            self.max_phy_end = last_end
+            return count
+        columns = np.frombuffer(units, dtype=CQ_UNIT_DTYPE)
+        return self.put_columns(columns["phy_offset"].astype(np.int64), columns["size"].astype(np.int64),
+                                columns["tags_code"].astype(np.int64), queue_offsets)
+
+    def put_columns(self, phy_offsets, sizes, tags_codes, queue_offsets) -> int:
+        """`put` of units given as int64 columns (one queue, dispatch order), with the same bytes
+        and rules: a run that continues the last file at its write position with consecutive queue
+        offsets is appended in one write; any other unit (a new file, a pre-fill, a duplicate, an
+        out-of-order offset) goes through `put`. Returns how many were written."""
+        count = len(phy_offsets)
+        file_size = self.file_size_bytes
+        done = written = 0
+        mapped_files = self.mapped_files
+        for _ in range(2 * count + 1):      # bounded: each pass takes at least one unit
+            if done >= count:
+                break
+            files = mapped_files.files
+            mapped = files[-1] if files else None
+            first_queue_offset = int(queue_offsets[done])
+            if mapped is None or mapped.wrote_position >= file_size or \
+                    int(phy_offsets[done]) + int(sizes[done]) <= self.max_phy_end or \
+                    first_queue_offset * CQ_UNIT_SIZE != mapped.file_from_offset + mapped.wrote_position or \
+                    (mapped is self._first_created and mapped.wrote_position == 0 and first_queue_offset):
+                written += self.put([_Unit(int(phy_offsets[done]), int(sizes[done]),
+                                           int(tags_codes[done]), first_queue_offset)])
+                done += 1
+                continue
+            run = min((file_size - mapped.wrote_position) // CQ_UNIT_SIZE, count - done)
+            gaps = np.flatnonzero(queue_offsets[done:done + run] -
+                                  np.arange(first_queue_offset, first_queue_offset + run))
+            if len(gaps):
+                run = int(gaps[0])
+            units = np.empty(run, dtype=CQ_UNIT_DTYPE)
+            units["phy_offset"] = phy_offsets[done:done + run]
+            units["size"] = sizes[done:done + run]
+            units["tags_code"] = tags_codes[done:done + run]
+            mapped.append(units.tobytes())
+            last = done + run - 1
+            self.max_phy_end = int(phy_offsets[last]) + int(sizes[last])
+            done += run
+            written += run
         return written
 
     def _last_file_or_create(self, expected: int):

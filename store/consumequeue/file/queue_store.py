@@ -163,6 +163,26 @@ class FileConsumeQueueStore:
             for (topic, queue_id), group in by_queue.items():
                 self._queue_for_write(topic, queue_id).put(group)
 
+    def put_unit_columns(self, groups: Sequence) -> None:
+        """`put_units` for units given per queue as columns: (topic, queue id, phy offsets, sizes,
+        tagsCodes, queue offsets), the arrays int64 in dispatch order (`FileConsumeQueue.put_columns`)."""
+        if self.read_only:
+            raise ReadOnlyStoreError("consume queues are read-only")
+        with self._lock:
+            for topic, queue_id, phy_offsets, sizes, tags_codes, queue_offsets in groups:
+                self._queue_for_write(topic, queue_id).put_columns(phy_offsets, sizes, tags_codes,
+                                                                   queue_offsets)
+
+    def put_unit_runs(self, runs: Sequence) -> None:
+        """`put_units` for units already encoded per queue: (topic, queue id, unit bytes, queue
+        offsets, consecutive, first record's phy end, last record's phy end), `FileConsumeQueue.put_run`."""
+        if self.read_only:
+            raise ReadOnlyStoreError("consume queues are read-only")
+        with self._lock:
+            for topic, queue_id, units, queue_offsets, consecutive, first_end, last_end in runs:
+                self._queue_for_write(topic, queue_id).put_run(units, queue_offsets, consecutive,
+                                                               first_end, last_end)
+
     def truncate_dirty(self, phy_offset: int) -> None:
         with self._lock:
             for queue in self._queues.values():

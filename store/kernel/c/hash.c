@@ -80,7 +80,11 @@ PyObject *rmq_index_hashes(PyObject *self, PyObject *args)
     const int64_t *row = rows.buf;
     Py_ssize_t n = rows.len / (SCAN_FIELDS * 8), capacity = out_h.len / 8, count = 0;
     int64_t *hashes = out_h.buf, *numbers = out_r.buf;
-    for (Py_ssize_t i = 0; i < n; i++, row += SCAN_FIELDS) {
+    /* The answer without touching Python: the count, or -1 (not ASCII), -2 (full), -3 (a row out of
+     * range); the GIL is released around the loop (see kernel.h). */
+    Py_ssize_t answer = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && answer == 0; i++, row += SCAN_FIELDS) {
         if ((row[F_SYS_FLAG] & 0x0C) == 0x0C)
             continue;
         int64_t spans[2][2] = {{row[F_UNIQ_POS], row[F_UNIQ_LEN]}, {row[F_KEYS_POS], row[F_KEYS_LEN]}};
@@ -88,23 +92,27 @@ PyObject *rmq_index_hashes(PyObject *self, PyObject *args)
             continue;
         int64_t tp = row[F_TOPIC_POS], tl = row[F_TOPIC_LEN];
         /* Lengths left, not `tp + tl`: a forged row must not wrap past the check. */
-        if (tp < 0 || tl < 0 || tp > buf.len || tl > buf.len - tp)
-            goto out_of_range;
+        if (tp < 0 || tl < 0 || tp > buf.len || tl > buf.len - tp) {
+            answer = -3;
+            break;
+        }
         uint32_t prefix = 0;
-        for (int64_t k = 0; k < tl; k++) {
+        for (int64_t k = 0; k < tl && answer == 0; k++) {
             if (b[tp + k] >= 0x80)
-                goto not_ascii;
+                answer = -1;
             prefix = 31 * prefix + b[tp + k];
         }
         prefix = 31 * prefix + '#';
-        for (int s = 0; s < 2; s++) {
+        for (int s = 0; s < 2 && answer == 0; s++) {
             int64_t pos = spans[s][0], len = spans[s][1];
             if (pos < 0)
                 continue;
-            if (len < 0 || pos > buf.len || len > buf.len - pos)
-                goto out_of_range;
+            if (len < 0 || pos > buf.len || len > buf.len - pos) {
+                answer = -3;
+                break;
+            }
             int64_t start = pos, end = pos + len;
-            while (start < end) {
+            while (start < end && answer == 0) {
                 int64_t stop = start;
                 if (s == 1)                       /* KEYS: split on spaces, skip empty tokens */
                     while (stop < end && b[stop] != ' ')
@@ -114,13 +122,17 @@ PyObject *rmq_index_hashes(PyObject *self, PyObject *args)
                 if (stop > start) {
                     uint32_t h = prefix;
                     for (int64_t k = start; k < stop; k++) {
-                        if (b[k] >= 0x80)
-                            goto not_ascii;
+                        if (b[k] >= 0x80) {
+                            answer = -1;
+                            break;
+                        }
                         h = 31 * h + b[k];
                     }
+                    if (answer != 0)
+                        break;
                     if (count == capacity) {
-                        result = PyLong_FromLong(-2);
-                        goto done;
+                        answer = -2;
+                        break;
                     }
                     hashes[count] = (int32_t)h;
                     numbers[count++] = i;
@@ -129,13 +141,11 @@ PyObject *rmq_index_hashes(PyObject *self, PyObject *args)
             }
         }
     }
-    result = PyLong_FromSsize_t(count);
-    goto done;
-not_ascii:
-    result = PyLong_FromLong(-1);
-    goto done;
-out_of_range:
-    PyErr_SetString(PyExc_ValueError, "a row points outside the buffer");
+    Py_END_ALLOW_THREADS
+    if (answer == -3)
+        PyErr_SetString(PyExc_ValueError, "a row points outside the buffer");
+    else
+        result = PyLong_FromSsize_t(answer == 0 ? count : answer);
 done:
     PyBuffer_Release(&buf);
     PyBuffer_Release(&rows);

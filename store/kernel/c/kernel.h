@@ -12,12 +12,16 @@
  * |           | index chain walk; one record read and decoded for query_message               |
  * | decode.c  | decode_records: a pull's records -> MessageRecords in one call                 |
  * | pull.c    | pull_unfiltered: plan, slice and check an unfiltered pull's window in one call |
+ * | dispatch.c| tags_codes, unit_runs, index_put: tagsCodes and consume-queue units of scan rows |
+ * |           | grouped by queue, index entries into an index file's map                      |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
  * refuses the same inputs with the same exception and message (tests/test_kernel.py and
- * tests/test_kernel_bounds.py run both). Nothing here keeps a pointer past the call that got it, and
- * nothing releases the GIL (a call is microseconds; a mapping cannot be closed under it).
+ * tests/test_kernel_bounds.py run both). Nothing here keeps a pointer past the call that got it. The
+ * loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL: they touch no
+ * Python object, only buffers held through Py_buffer (a held export keeps an mmap from being closed
+ * or resized under them), so the dispatch thread's native work runs beside the put thread.
  *
  * Bounds: every check compares a length with the bytes left (`n > len - pos`), after checking that
  * positions and lengths are not negative, never `pos + n > len`, which a caller's position near 2^63
@@ -133,6 +137,10 @@ PyObject *rmq_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t n
 PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_pull_unfiltered_doc[];
 extern const char rmq_decode_records_doc[];
+PyObject *rmq_tags_codes(PyObject *self, PyObject *args);
+PyObject *rmq_index_put(PyObject *self, PyObject *args);
+PyObject *rmq_unit_runs(PyObject *self, PyObject *args);
+extern const char rmq_tags_codes_doc[], rmq_index_put_doc[], rmq_unit_runs_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
     rmq_java_hashes_doc[], rmq_index_hashes_doc[];
 

@@ -109,6 +109,7 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
         stop_size = -1;
         goto finished;
     }
+    Py_BEGIN_ALLOW_THREADS                        /* no Python object below: see kernel.h */
     while (1) {
         Py_ssize_t room = end - pos;              /* pos >= 0 and end >= 0: no overflow */
         if (room < 8) {
@@ -197,6 +198,7 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
         stop = STOP_END;
         stop_size = 0;
     }
+    Py_END_ALLOW_THREADS
 finished:
     result = Py_BuildValue("nnin", count, pos, stop, stop_size);
 done:
