@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from store.check.columns import RecordColumns
 from store.check.findings import Sink
 from store.codec import message as msgcodec
 from store.codec import prop_crc, record_check
@@ -166,6 +167,7 @@ class LogScan:
     last_store_timestamp: int = 0
     queue_ends: dict = field(default_factory=dict)   # (topic, queue_id) -> max queue offset + 1
     queue_starts: dict = field(default_factory=dict)  # (topic, queue_id) -> min queue offset
+    columns: RecordColumns | None = None   # per record of `starts` (store.check.columns)
 
     def is_record_start(self, phy_offset: int) -> bool | None:
         """True/False for offsets the walk covered, None beyond it (then only the fields can tell)."""
@@ -227,7 +229,7 @@ def check_segment_files(view: CommitLogView, sink: Sink) -> None:
 
 
 def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
-                    unclean: bool) -> LogScan:
+                    unclean: bool, progress=None) -> LogScan:
     """Walk every record of every segment; report damage; return the record starts."""
     scan = LogScan()
     if not view.segments:
@@ -236,13 +238,18 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
     last_data = _last_data_segment(view, sink)
     starts = array("q")
     scan.end_offset = scan.min_offset
+    columns = RecordColumns()
     for index, segment in enumerate(view.segments[:last_data + 1]):
         if sink.full or scan.capped:
             break
         end = _walk_segment(view, segment, index == last_data, sink, scan, starts, max_records,
-                            unclean)
+                            unclean, columns)
         if index == last_data:
             scan.end_offset = end
+        if progress is not None:
+            progress("commitlog", index + 1, last_data + 1)
+    columns.finish()
+    scan.columns = columns
     scan.starts = np.frombuffer(starts, dtype=np.int64).copy() if starts else scan.starts
     scan.walked_to = scan.starts[-1] + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
     if scan.capped:
@@ -253,13 +260,21 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
 
 
 def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogScan, starts,
-                  max_records, unclean: bool) -> int:
-    """Walk one segment; return the phy_offset where its valid data ends."""
+                  max_records, unclean: bool, columns: RecordColumns | None = None) -> int:
+    """Walk one segment; return the phy_offset where its valid data ends. Runs of clean records
+    go through `columns` (kernel.scan); everything else record by record here."""
     buffer, size, base = segment.buffer, segment.size_bytes, segment.file_from_offset
     # In a truncated segment, what the cut tore is repaired by padding it back to size.
     advice = _PAD_ADVICE if size < view.segment_size_bytes else {}
     position = 0
+    fast = columns is not None and not view.force_verify_prop_crc
     while position < size:           # every iteration moves forward or leaves the loop
+        if fast:
+            position = columns.walk_rows(buffer, base, position, size, scan, starts, max_records)
+            if scan.capped:
+                return base + position
+            if position >= size:
+                break
         if position + 8 > size:
             sink.add("error", "commitlog", segment.path, position,
                      f"{size - position} bytes left at the end of the file: no room for the "
@@ -271,6 +286,8 @@ def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogSc
             _check_record(segment, position, result, sink, view.force_verify_prop_crc)
             starts.append(base + position)
             request = result.request
+            if columns is not None:
+                columns.add_request(request, base + position)
             scan.records += 1
             scan.last_store_timestamp = max(scan.last_store_timestamp, request.store_timestamp)
             if request.sys_flag & 0x0C in (0x00, 0x08):
