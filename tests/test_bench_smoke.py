@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 SCENARIOS = ["put", "sync_flush", "pull", "lookups", "topic_count", "recovery", "dashboard",
-             "timer_bench"]
+             "timer_bench", "check_bench"]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

@@ -74,7 +74,7 @@ class RecordColumns:
     def _append(self, size, queue, queue_offset, tags_code, store_ts, keys_known, exact) -> None:
         for name, values in zip(_FIELDS, (size, queue, queue_offset, tags_code, store_ts,
                                           keys_known, exact)):
-            self._parts[name].append(values.astype(_FIELDS[name], copy=False))
+            self._parts[name].append(values.astype(_FIELDS[name]))   # a copy: rows are reused
         self.count += len(size)
 
     def finish(self) -> None:
