@@ -115,7 +115,7 @@ class RecordColumns:
         scan.last_store_timestamp = max(scan.last_store_timestamp, int(rows[:, _STORE_TS].max()))
         keys, inverse = queue_groups(buf, rows)
         numbers = np.array([self.queue_number(key) for key in keys], dtype=np.int32)
-        queued = np.isin(rows[:, _SYS_FLAG] & 0x0C, (0x00, 0x08))
+        queued = (rows[:, _SYS_FLAG] & 0x04) == 0       # NOT_TYPE (0) or COMMIT (8)
         if queued.any():
             which = inverse[queued]
             offsets = rows[queued, _QUEUE_OFFSET]

@@ -95,6 +95,8 @@ def entry_kinds(entries: np.ndarray, header, scan, shared: np.ndarray) -> np.nda
         if len(pairs) else np.zeros(len(live), dtype=bool)
     expected = np.clip((columns.store_ts[record] - header.begin_timestamp) // 1000, 0, _TIME_DIFF_MAX)
     timely = (expected == time_diff[live]) | (live == 1)
-    unique = ~np.isin(key_hash[live], shared, assume_unique=False)
+    at = np.searchsorted(shared, key_hash[live])
+    unique = ~((at < len(shared)) & (shared[np.minimum(at, max(len(shared) - 1, 0))] == key_hash[live])) \
+        if len(shared) else np.ones(len(live), dtype=bool)
     kinds[live[has_key & timely & unique]] = KEYED
     return kinds
