@@ -1,8 +1,9 @@
 """Every scenario, one after another, each in its own process (so each reports its own peak RSS):
 put, sync_flush, pull, lookups, topic_count, recovery, decode (the pipeline engineer's
 bench/decode_bench.py, skipped if absent), dashboard, schedule (bench/schedule_bench.py), timer
-(bench/timer_bench.py) and versus_java (issue #17's table against the real RocketMQ store; skipped
-unless RMQ_BENCH_JAVA names its harness). Prints a summary; each scenario writes its own
+(bench/timer_bench.py), check (bench/check_bench.py: check() and the read-only open) and versus_java
+(issue #17's table against the real RocketMQ store; skipped unless RMQ_BENCH_JAVA names its harness).
+Prints a summary; each scenario writes its own
 bench/results/<scenario>-<size>.json and run_all writes bench/results/all-<size>.json.
 
     python -m bench.run_all [--size smoke|full] [--workdir DIR] [--only put,pull]
@@ -20,9 +21,9 @@ import time
 from bench import common
 
 SCENARIOS = ("put", "sync_flush", "pull", "lookups", "topic_count", "recovery", "decode", "dashboard",
-             "schedule", "timer", "versus_java")
+             "schedule", "timer", "check", "versus_java")
 MODULES = {"schedule": "bench.schedule_bench",   # scenarios whose module is not bench.<name>
-           "timer": "bench.timer_bench"}
+           "timer": "bench.timer_bench", "check": "bench.check_bench"}
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 SCENARIOS = ["put", "put_cores", "sync_flush", "pull", "lookups", "topic_count", "recovery", "dashboard",
-             "timer_bench"]
+             "timer_bench", "check_bench"]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from store.check.columns import RecordColumns
 from store.check.findings import Sink
 from store.codec import message as msgcodec
 from store.codec import prop_crc, record_check
@@ -39,8 +40,11 @@ class CommitLogView:
     """The segment files of every commit-log directory, mapped read-only, in name order."""
 
     def __init__(self, directories, segment_size_bytes: int, delay_levels_ms=None, *,
-                 force_verify_prop_crc: bool = False):
+                 force_verify_prop_crc: bool = False, multi_dispatch: bool = False):
         self.segment_size_bytes = segment_size_bytes
+        # [5.x] enableMultiDispatch: every record's INNER_MULTI_DISPATCH is read (LMQ coverage), so
+        # the walk goes record by record (the kernel scan's columns do not carry that property).
+        self.multi_dispatch = multi_dispatch
         # [5.x] forceVerifyPropCRC: recovery checks each record's `__CRC32#` instead of BODYCRC.
         self.force_verify_prop_crc = force_verify_prop_crc
         self.delay_levels_ms = tuple(delay_levels_ms or record_check.DEFAULT_DELAY_LEVELS_MS)
@@ -170,6 +174,7 @@ class LogScan:
     # Queued records whose properties name multi-dispatch queues (INNER_MULTI_DISPATCH): their
     # LMQ units are checked for coverage like a record's own (store.check.consumequeue).
     multi_dispatch: list = field(default_factory=list)
+    columns: RecordColumns | None = None   # per record of `starts` (store.check.columns)
 
     def note_queued(self, request) -> None:
         """A record that gets a consume-queue unit (NOT / COMMIT transaction type)."""
@@ -200,6 +205,16 @@ def _last_data_segment(view: CommitLogView, sink: Sink) -> int:
                  "(preallocated, or created and never written)")
         index -= 1
     return index
+
+
+def _release(segment: Segment) -> None:
+    """Drop the walked segment's pages from this process (they stay in the page cache; a later
+    read maps them again): the check's resident set does not grow with the log."""
+    if isinstance(segment.buffer, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            segment.buffer.madvise(mmap.MADV_DONTNEED)
+        except OSError:
+            pass
 
 
 def check_segment_files(view: CommitLogView, sink: Sink) -> None:
@@ -240,7 +255,7 @@ def check_segment_files(view: CommitLogView, sink: Sink) -> None:
 
 
 def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
-                    unclean: bool) -> LogScan:
+                    unclean: bool, progress=None) -> LogScan:
     """Walk every record of every segment; report damage; return the record starts."""
     scan = LogScan()
     if not view.segments:
@@ -249,13 +264,19 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
     last_data = _last_data_segment(view, sink)
     starts = array("q")
     scan.end_offset = scan.min_offset
+    columns = RecordColumns()
     for index, segment in enumerate(view.segments[:last_data + 1]):
         if sink.full or scan.capped:
             break
         end = _walk_segment(view, segment, index == last_data, sink, scan, starts, max_records,
-                            unclean)
+                            unclean, columns)
         if index == last_data:
             scan.end_offset = end
+        _release(segment)
+        if progress is not None:
+            progress("commitlog", index + 1, last_data + 1)
+    columns.finish()
+    scan.columns = columns
     scan.starts = np.frombuffer(starts, dtype=np.int64).copy() if starts else scan.starts
     scan.walked_to = scan.starts[-1] + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
     if scan.capped:
@@ -266,13 +287,21 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
 
 
 def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogScan, starts,
-                  max_records, unclean: bool) -> int:
-    """Walk one segment; return the phy_offset where its valid data ends."""
+                  max_records, unclean: bool, columns: RecordColumns | None = None) -> int:
+    """Walk one segment; return the phy_offset where its valid data ends. Runs of clean records
+    go through `columns` (kernel.scan); everything else record by record here."""
     buffer, size, base = segment.buffer, segment.size_bytes, segment.file_from_offset
     # In a truncated segment, what the cut tore is repaired by padding it back to size.
     advice = _PAD_ADVICE if size < view.segment_size_bytes else {}
     position = 0
+    fast = columns is not None and not view.force_verify_prop_crc and not view.multi_dispatch
     while position < size:           # every iteration moves forward or leaves the loop
+        if fast:
+            position = columns.walk_rows(buffer, base, position, size, scan, starts, max_records)
+            if scan.capped:
+                return base + position
+            if position >= size:
+                break
         if position + 8 > size:
             sink.add("error", "commitlog", segment.path, position,
                      f"{size - position} bytes left at the end of the file: no room for the "
@@ -284,6 +313,8 @@ def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogSc
             _check_record(segment, position, result, sink, view.force_verify_prop_crc)
             starts.append(base + position)
             request = result.request
+            if columns is not None:
+                columns.add_request(request, base + position)
             scan.records += 1
             scan.last_store_timestamp = max(scan.last_store_timestamp, request.store_timestamp)
             if request.sys_flag & 0x0C in (0x00, 0x08):

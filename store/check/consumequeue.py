@@ -7,11 +7,13 @@ read through the store's consume-queue API, so they need an opened store.
 
 from __future__ import annotations
 
+import mmap
 import os
 
 import numpy as np
 
-from store.check.commitlog import CommitLogView, LogScan
+from store.check.commitlog import CommitLogView, LogScan, _data_regions
+from store.check.fast_units import EXT_ADDRESS_MAX, clean_units, run_clean
 from store.check.findings import Sink
 from store.codec import record_check
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, PREFILL_SIZE
@@ -20,7 +22,6 @@ from store.consumequeue.lmq import PROPERTY_INNER_MULTI_DISPATCH, lmq_requests
 from store.errors import InvalidTopicError
 from store.mappedfile.mapped_file import parse_file_name
 
-EXT_ADDRESS_MAX = -2_147_483_649        # tagsCode <= this is a ConsumeQueueExt address (§4.6)
 UNITS_PER_API_READ = 1024
 PROPERTY_INNER_NUM = "INNER_NUM"       # MessageConst
 
@@ -45,34 +46,43 @@ class UnitChecker:
 
     def check(self, topic: str, queue_id: int, path: str | None, first_queue_offset: int,
               units: np.ndarray, previous_phy: int, position_of) -> int:
-        """Check consecutive units starting at `first_queue_offset`; return the last phy_offset."""
+        """Check consecutive units starting at `first_queue_offset`; return the last phy_offset.
+        Units that match the walk's columns exactly are passed in bulk (store.check.fast_units);
+        the others one by one, in order."""
+        phy = units["phy_offset"].astype(np.int64)
+        size = units["size"].astype(np.int64)
+        tags = units["tags_code"].astype(np.int64)
+        clean = clean_units(self.scan, (topic, queue_id), first_queue_offset, units, previous_phy)
+
+        def one(index: int, previous: int) -> int:
+            return self._check_unit(topic, queue_id, path, first_queue_offset + index,
+                                    int(phy[index]), int(size[index]), int(tags[index]),
+                                    position_of(index), previous)
+
+        return run_clean(one, clean, self.budget, self.sink, previous_phy, phy,
+                         (size == PREFILL_SIZE) & (phy == 0))
+
+    def _check_unit(self, topic, queue_id, path, queue_offset, phy_offset, size, tags_code, where,
+                    previous_phy) -> int:
         sink, scan = self.sink, self.scan
-        for index in range(len(units)):
-            if sink.full or self.budget[0] <= 0:
-                break
-            self.budget[0] -= 1
-            phy_offset = int(units["phy_offset"][index])
-            size = int(units["size"][index])
-            tags_code = int(units["tags_code"][index])
-            queue_offset = first_queue_offset + index
-            where = position_of(index)
-            if size == PREFILL_SIZE and phy_offset == 0:
-                continue
-            if phy_offset <= previous_phy:
-                sink.add("error", "consumequeue", path, where,
-                         f"{topic}/{queue_id} unit {queue_offset} points at {phy_offset}, not after "
-                         f"the previous unit's {previous_phy}")
-            previous_phy = phy_offset
-            if phy_offset < scan.min_offset:
-                continue                  # expired: the commit log file is gone, the CQ not yet
-            if phy_offset >= scan.end_offset and not scan.capped:
-                self.beyond_end += 1
-                sink.add_limited(f"{topic}/{queue_id} units beyond the log end", "warning" if self.unclean else "error", "consumequeue", path, where,
-                         f"{topic}/{queue_id} unit {queue_offset} points at {phy_offset}, beyond the "
-                         f"end of the log ({scan.end_offset}); recovery cuts the queue there")
-                continue
-            self._check_target(topic, queue_id, path, where, queue_offset, phy_offset, size,
-                               tags_code)
+        self.budget[0] -= 1
+        if size == PREFILL_SIZE and phy_offset == 0:
+            return previous_phy
+        if phy_offset <= previous_phy:
+            sink.add("error", "consumequeue", path, where,
+                     f"{topic}/{queue_id} unit {queue_offset} points at {phy_offset}, not after "
+                     f"the previous unit's {previous_phy}")
+        previous_phy = phy_offset
+        if phy_offset < scan.min_offset:
+            return previous_phy       # expired: the commit log file is gone, the CQ not yet
+        if phy_offset >= scan.end_offset and not scan.capped:
+            self.beyond_end += 1
+            sink.add_limited(f"{topic}/{queue_id} units beyond the log end", "warning" if self.unclean else "error", "consumequeue", path, where,
+                     f"{topic}/{queue_id} unit {queue_offset} points at {phy_offset}, beyond the "
+                     f"end of the log ({scan.end_offset}); recovery cuts the queue there")
+            return previous_phy
+        self._check_target(topic, queue_id, path, where, queue_offset, phy_offset, size,
+                           tags_code)
         return previous_phy
 
     def _in_blank_filler(self, phy_offset: int, result) -> bool:
@@ -152,7 +162,7 @@ def _multi_dispatched_to(request, topic: str, queue_id: int, queue_offset: int) 
 
 
 def check_file_queues(root_dir: str, cq_file_size_bytes: int, view: CommitLogView, scan: LogScan,
-                      sink: Sink, *, unclean: bool, max_units: int | None) -> dict:
+                      sink: Sink, *, unclean: bool, max_units: int | None, progress=None) -> dict:
     """Check every file-based queue; return (topic, queue_id) -> queue end (next queue offset)."""
     directory = os.path.join(root_dir, "consumequeue")
     ends: dict = {}
@@ -160,8 +170,11 @@ def check_file_queues(root_dir: str, cq_file_size_bytes: int, view: CommitLogVie
         return ends
     budget = [max_units if max_units is not None else 1 << 62]
     checker = UnitChecker(view, scan, sink, unclean=unclean, budget=budget)
-    for topic in sorted(os.listdir(directory)):
+    topics = sorted(os.listdir(directory))
+    for topic_number, topic in enumerate(topics):
         topic_dir = os.path.join(directory, topic)
+        if progress is not None and topic_number:
+            progress("consumequeue", topic_number, len(topics))
         if not os.path.isdir(topic_dir):
             sink.add("warning", "files", topic_dir, None, "a file where a topic directory belongs")
             continue
@@ -180,6 +193,8 @@ def check_file_queues(root_dir: str, cq_file_size_bytes: int, view: CommitLogVie
     if budget[0] <= 0:
         sink.add("info", "consumequeue", None, None,
                  f"max_records={max_units} cut the consume-queue check short")
+    if progress is not None:
+        progress("consumequeue", len(topics), len(topics))
     return ends
 
 
@@ -194,8 +209,7 @@ def _segment_files(queue_dir: str, file_size: int, sink: Sink) -> list[tuple[str
         if start is None or not os.path.isfile(path):
             sink.add("warning", "files", path, None, "not a 20-digit CQ segment name: ignored")
             continue
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = _map(path)
         if len(data) != file_size:
             sink.add("error", "consumequeue", path, len(data),
                      f"CQ file is {len(data)} bytes, expected {file_size} (mappedFileSizeConsumeQueue)")
@@ -217,7 +231,7 @@ def _check_queue_dir(topic, queue_id, queue_dir, file_size, checker: UnitChecker
     # The queue ends after its last written (non-zero) unit; every unit before that must be valid.
     end_file, end_index = -1, 0
     for number in range(len(arrays) - 1, -1, -1):
-        units = arrays[number]
+        units = arrays[number][:_data_units(files[number][0], len(arrays[number]))]
         written = np.nonzero((units["phy_offset"] != 0) | (units["size"] != 0) |
                              (units["tags_code"] != 0))[0]
         if len(written):
@@ -396,9 +410,33 @@ def _first_real_unit(queue_path: str, cq_end: int) -> int | None:
     except OSError:
         return None
     for name in names[:1]:
-        with open(os.path.join(queue_path, name), "rb") as handle:
-            data = handle.read()
+        data = _map(os.path.join(queue_path, name))
         units = np.frombuffer(data, dtype=CQ_UNIT_DTYPE, count=len(data) // CQ_UNIT_SIZE)
-        real = np.nonzero((units["phy_offset"] != 0) | (units["size"] != PREFILL_SIZE))[0]
-        return parse_file_name(name) // CQ_UNIT_SIZE + (int(real[0]) if len(real) else len(units))
+        first = len(units)
+        for chunk in range(0, len(units), _FIRST_UNIT_CHUNK):   # pre-fill units are few
+            part = units[chunk:chunk + _FIRST_UNIT_CHUNK]
+            real = np.flatnonzero((part["phy_offset"] != 0) | (part["size"] != PREFILL_SIZE))
+            if len(real):
+                first = chunk + int(real[0])
+                break
+        return parse_file_name(name) // CQ_UNIT_SIZE + first
     return cq_end
+
+
+_FIRST_UNIT_CHUNK = 4096
+
+
+def _map(path: str):
+    """The file's bytes, mapped read-only (b"" when empty): only the pages read are read."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        return mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ) if size else b""
+
+
+def _data_units(path: str, units: int) -> int:
+    """How many leading units of the CQ file may hold data: after the last data region of a
+    sparse file there are only holes (zeros), which need no reading."""
+    regions = _data_regions(path, 0, units * CQ_UNIT_SIZE)
+    if not regions:
+        return 0
+    return min(units, -(-regions[-1][1] // CQ_UNIT_SIZE))

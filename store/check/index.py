@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from store.check.commitlog import CommitLogView, LogScan
+from store.check import fast_index
 from store.check.findings import Sink, utc_text
 from store.codec import record_check
 from store.codec.index_codec import (ENTRY_DTYPE, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header,
@@ -26,7 +27,7 @@ MAX_KEYS_REMEMBERED = 100_000          # for collision reports; bounded memory
 
 def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
                     view: CommitLogView, scan: LogScan, sink: Sink, *, unclean: bool,
-                    max_entries: int | None) -> None:
+                    max_entries: int | None, progress=None) -> None:
     names = sorted(os.listdir(index_dir)) if os.path.isdir(index_dir) else []
     if scan.records and not any(name.isdigit() for name in names):
         sink.add("error", "index", index_dir, None,
@@ -36,9 +37,13 @@ def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
                             "queues: the records already in the log are never indexed again")
     expected_size = index_file_size(max_hash_slot_num, max_index_num)
     state = _State(view, scan, sink, unclean, max_entries)
+    state.shared_hashes = fast_index.shared_hashes(index_dir, names, expected_size,
+                                                   max_hash_slot_num, max_index_num)
     previous_end_phy = None
-    for name in names:
+    for number, name in enumerate(names):
         path = os.path.join(index_dir, name)
+        if progress is not None and number:
+            progress("index", number, len(names))
         if name.endswith(".creating") and name[:-len(".creating")].isdigit():
             sink.add("info", "files", path, None, "leftover of an interrupted index file creation")
             continue
@@ -65,14 +70,32 @@ def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
             return
     if state.budget <= 0:
         sink.add("info", "index", None, None, f"max_records={max_entries} cut the index check short")
+    if progress is not None:
+        progress("index", len(names), len(names))
+
+
+class _KeyMemory(dict):
+    """`key_of_hash`: a dict of the hashes looked up again, plus a count of the hashes that no
+    other entry has (remembered in bulk, never looked up: only their number matters, for the cap)."""
+
+    def __init__(self):
+        super().__init__()
+        self.unique = 0
+
+    def __len__(self) -> int:
+        return dict.__len__(self) + self.unique
+
+    def remember_unique(self, count: int) -> None:
+        self.unique += max(0, min(count, MAX_KEYS_REMEMBERED - len(self)))
 
 
 class _State:
     def __init__(self, view, scan, sink, unclean, max_entries):
         self.view, self.scan, self.sink, self.unclean = view, scan, sink, unclean
         self.budget = max_entries if max_entries is not None else 1 << 62
-        self.key_of_hash: dict[int, str] = {}
+        self.key_of_hash = _KeyMemory()
         self.collisions_reported: set[tuple[str, str]] = set()
+        self.shared_hashes = np.zeros(0, dtype=np.int64)   # keyHashes of more than one entry
 
 
 def _check_file(path, buffer, slots: int, max_index_num: int, state: _State) -> int | None:
@@ -103,7 +126,8 @@ def _check_file(path, buffer, slots: int, max_index_num: int, state: _State) -> 
         sink.add("error", "index", path, INDEX_HEADER_SIZE + int(slot) * HASH_SLOT_SIZE,
                  f"slot {int(slot)} holds {int(slot_table[slot])}, not an entry number below "
                  f"indexCount {index_count}")
-    _check_chains(path, slot_table, entries, slots, index_count, entries_position, sink)
+    if not fast_index.chains_clean(slot_table, entries, slots, index_count):
+        _check_chains(path, slot_table, entries, slots, index_count, entries_position, sink)
     if entry_count:
         _check_entries(path, entries, header, entries_position, state)
         sink.summarize()
@@ -154,40 +178,60 @@ def _check_chains(path, slot_table, entries, slots, index_count, entries_positio
 
 
 def _check_entries(path, entries, header, entries_position, state: _State) -> None:
-    sink, scan, view = state.sink, state.scan, state.view
-    for entry in range(1, len(entries)):
+    """Every entry in order; entries that match the walk's columns (store.check.fast_index) pass
+    in bulk, the others go through `_check_entry`."""
+    kinds = fast_index.entry_kinds(entries, header, state.scan, state.shared_hashes)
+    dirty = np.flatnonzero(kinds == fast_index.DIRTY).tolist()
+    keyed = np.cumsum(kinds == fast_index.KEYED)
+    sink, memory = state.sink, state.key_of_hash
+    position = 1
+    for stop in dirty + [len(entries)]:
         if sink.full or state.budget <= 0:
             return
+        take = min(stop - position, state.budget)
+        if take:
+            state.budget -= take
+            memory.remember_unique(int(keyed[position + take - 1] - keyed[position - 1]))
+            if take < stop - position:
+                return
+        if stop == len(entries) or sink.full or state.budget <= 0:
+            return
         state.budget -= 1
-        key_hash, phy_offset, time_diff_s, _prev = (int(v) for v in entries[entry])
-        where = entries_position + entry * 20
-        if key_hash < 0:
-            sink.add("error", "index", path, where, f"entry {entry} has a negative keyHash {key_hash}")
-            continue
-        if time_diff_s < 0:
-            sink.add("error", "index", path, where + 12,
-                     f"entry {entry} has a negative timeDiff {time_diff_s}: queries stop at it")
-        if phy_offset < 0:             # not "expired": no record ever starts below 0
-            sink.add("error", "index", path, where + 4,
-                     f"entry {entry} has a negative phyOffset {phy_offset}")
-            continue
-        if phy_offset < scan.min_offset:
-            continue                   # the record's segment expired
-        if phy_offset >= scan.end_offset and not scan.capped:
-            sink.add_limited(f"{os.path.basename(path)} entries beyond the log end",
-                             "warning" if state.unclean else "error", "index", path, where,
-                     f"entry {entry} points at {phy_offset}, beyond the end of the log "
-                     f"({scan.end_offset})")
-            continue
-        result = view.check_at(phy_offset)
-        if scan.is_record_start(phy_offset) is False or result.kind != record_check.CHECK_RECORD or \
-                result.request.commit_log_offset != phy_offset:
-            sink.add_limited(f"{os.path.basename(path)} entries not at record starts", "error",
-                             "index", path, where,
-                             f"entry {entry} points at {phy_offset}, which is not the start of a record")
-            continue
-        _check_entry_key(path, where, entry, key_hash, result.request, state)
-        _check_entry_time(path, where, entry, time_diff_s, header, result.request, state)
+        _check_entry(path, entries, header, entries_position, state, stop)
+        position = stop + 1
+
+
+def _check_entry(path, entries, header, entries_position, state: _State, entry: int) -> None:
+    sink, scan, view = state.sink, state.scan, state.view
+    key_hash, phy_offset, time_diff_s, _prev = (int(v) for v in entries[entry])
+    where = entries_position + entry * 20
+    if key_hash < 0:
+        sink.add("error", "index", path, where, f"entry {entry} has a negative keyHash {key_hash}")
+        return
+    if time_diff_s < 0:
+        sink.add("error", "index", path, where + 12,
+                 f"entry {entry} has a negative timeDiff {time_diff_s}: queries stop at it")
+    if phy_offset < 0:             # not "expired": no record ever starts below 0
+        sink.add("error", "index", path, where + 4,
+                 f"entry {entry} has a negative phyOffset {phy_offset}")
+        return
+    if phy_offset < scan.min_offset:
+        return                     # the record's segment expired
+    if phy_offset >= scan.end_offset and not scan.capped:
+        sink.add_limited(f"{os.path.basename(path)} entries beyond the log end",
+                         "warning" if state.unclean else "error", "index", path, where,
+                 f"entry {entry} points at {phy_offset}, beyond the end of the log "
+                 f"({scan.end_offset})")
+        return
+    result = view.check_at(phy_offset)
+    if scan.is_record_start(phy_offset) is False or result.kind != record_check.CHECK_RECORD or \
+            result.request.commit_log_offset != phy_offset:
+        sink.add_limited(f"{os.path.basename(path)} entries not at record starts", "error",
+                         "index", path, where,
+                         f"entry {entry} points at {phy_offset}, which is not the start of a record")
+        return
+    _check_entry_key(path, where, entry, key_hash, result.request, state)
+    _check_entry_time(path, where, entry, time_diff_s, header, result.request, state)
 
 
 def _check_entry_time(path, where, entry, time_diff_s, header, request, state: _State) -> None:

@@ -53,10 +53,12 @@ def has_errors(findings: list[Finding]) -> bool:
     return any(f.severity == "error" for f in findings)
 
 
-def check_store(store, *, max_findings: int = 1000, max_records: int | None = None) -> list[Finding]:
-    """Cross-check an opened store; see the module docstring. Writes nothing."""
+def check_store(store, *, max_findings: int = 1000, max_records: int | None = None,
+                progress=None) -> list[Finding]:
+    """Cross-check an opened store; see the module docstring. Writes nothing. `progress`, when
+    given, is called as progress(part, done, total) as the check goes (see `check_all`)."""
     sink = Sink(max_findings, store.config.store_path_root_dir)
-    check_all(store.config, store.style, store, sink, max_records)
+    check_all(store.config, store.style, store, sink, max_records, progress=progress)
     return sink.result()
 
 
@@ -69,9 +71,14 @@ def _guarded(sink: Sink, component: str, what, *args, **kwargs):
         return None
 
 
-def check_all(config, style: str, store, sink: Sink, max_records: int | None) -> None:
+def check_all(config, style: str, store, sink: Sink, max_records: int | None, *,
+              progress=None) -> None:
     """Check the directory `config` names into `sink`; `store` is the opened store, or None when the
-    engine could not open it (then what needs the engine, RocksDB queues and recovery, is skipped)."""
+    engine could not open it (then what needs the engine, RocksDB queues and recovery, is skipped).
+
+    `progress(part, done, total)`, when given, is called after each commit-log segment ("commitlog",
+    segments walked of those holding data), each consume queue ("consumequeue", queue directories)
+    and each index file ("index"); it must not raise."""
     root = config.store_path_root_dir
     if sink.store_root is None:
         sink.store_root = root
@@ -82,7 +89,8 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None) ->
     dledger = _guarded(sink, "commitlog", find_dledger, config)   # enableDLegerCommitLog
     view = _guarded(sink, "commitlog", CommitLogView, [dledger.data_dir] if dledger else
                     config.commit_log_dirs, config.mapped_file_size_commit_log, delay_levels,
-                    force_verify_prop_crc=config.recovery_crc_mode(style) == CRC_PROPERTY)
+                    force_verify_prop_crc=config.recovery_crc_mode(style) == CRC_PROPERTY,
+                    multi_dispatch=bool(config.enable_multi_dispatch))
     if view is None:
         return
     try:
@@ -92,13 +100,13 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None) ->
         else:
             check_segment_files(view, sink)
             scan = _guarded(sink, "commitlog", walk_commit_log, view, sink,
-                            max_records=max_records, unclean=unclean) or LogScan()
+                            max_records=max_records, unclean=unclean, progress=progress) or LogScan()
         if store is not None and not sink.full and dledger is None:
             _guarded(sink, "commitlog", _compare_recovery, store, scan, sink)
         if config.store_type == "default":
             ends = _guarded(sink, "consumequeue", check_file_queues, root,
                             config.mapped_file_size_consume_queue, view, scan, sink,
-                            unclean=unclean, max_units=max_records)
+                            unclean=unclean, max_units=max_records, progress=progress)
         elif store is not None:
             ends = _guarded(sink, "consumequeue", check_api_queues, store.consume_queues, view,
                             scan, sink, unclean=unclean, max_units=max_records,
@@ -120,7 +128,7 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None) ->
         if config.message_index_enable:
             _guarded(sink, "index", check_index_dir, config.index_dir, config.max_hash_slot_num,
                      config.max_index_num, view, scan, sink, unclean=unclean,
-                     max_entries=max_records)
+                     max_entries=max_records, progress=progress)
         _guarded(sink, "checkpoint", _check_checkpoint, config.checkpoint_path, style, scan, sink)
         _guarded(sink, "config", _check_config_files, config, sink)
         _guarded(sink, "timer", check_timer, config, style, store, view, scan, sink,

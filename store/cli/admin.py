@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import asdict
 
 from store.cli.common import (UsageError, format_time_ms, open_store, print_json, print_kv,
@@ -80,6 +81,15 @@ def _readable_row(row: dict) -> dict:
 FINDING_COLUMNS = ("severity", "component", "path", "position", "message", "on_restart", "repair")
 
 
+def _progress_line(part: str, done: int, total: int) -> None:
+    """The check's progress on one terminal line (stderr): part, done/total and a bar."""
+    width = 30
+    filled = width * done // total if total else width
+    sys.stderr.write(f"\r\033[Kchecking {part:<12} [{'#' * filled}{'.' * (width - filled)}] "
+                     f"{done}/{total}")
+    sys.stderr.flush()
+
+
 def cmd_check(args) -> int:
     from store.check.findings import NO_REPAIR
     from store.check.run import check_store, has_errors
@@ -87,13 +97,16 @@ def cmd_check(args) -> int:
     if args.max_findings < 1 or (args.max_records is not None and args.max_records < 1):
         raise UsageError("--max-findings and --max-records must be >= 1")
     config = resolve_config(args)
+    progress = _progress_line if sys.stderr.isatty() else None
     if args.read_only:
         findings = check_config(config, max_findings=args.max_findings,
-                                max_records=args.max_records)
+                                max_records=args.max_records, progress=progress)
     else:
         with open_store(args, read_only=False, start_services=False) as store:
             findings = check_store(store, max_findings=args.max_findings,
-                                   max_records=args.max_records)
+                                   max_records=args.max_records, progress=progress)
+    if progress is not None:
+        sys.stderr.write("\r\033[K")
     counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
     rows = [_finding_row(f, args) for f in findings]
     if args.json:

@@ -51,7 +51,7 @@ def config_mismatch(config, short: list[tuple[str, int]]) -> str | None:
 
 
 def check_config(config, *, max_findings: int = 1000, max_records: int | None = None,
-                 open_store: bool = True) -> list[Finding]:
+                 open_store: bool = True, progress=None) -> list[Finding]:
     """Check the store `config` points at, opening it read-only when the engine can."""
     sink = Sink(max_findings, config.store_path_root_dir)
     if not os.path.isdir(config.store_path_root_dir):
@@ -72,7 +72,7 @@ def check_config(config, *, max_findings: int = 1000, max_records: int | None = 
                      if short and not mismatch else None)
     try:
         style = store.style if store is not None else resolve_store_format(config)
-        check_all(config, style, store, sink, max_records)
+        check_all(config, style, store, sink, max_records, progress=progress)
     finally:
         if store is not None:
             store.close()

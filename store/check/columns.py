@@ -1,0 +1,217 @@
+"""Column-wise record data for the cross-check: the commit-log walk in `kernel.scan` batches.
+
+The walk (`store.check.commitlog.walk_commit_log`) reads runs of plain records with `kernel.scan`
+(C, BODYCRC checked) and keeps, for every record it accepts, the columns the consume-queue and index
+checks compare units and entries with (`RecordColumns`). A record that could give a finding, or that
+the kernel does not judge the way `record_check.check_message` does, is left to the walk's
+record-by-record path, which adds it with `add_request`:
+
+- where the kernel stops (a BLANK, an invalid or torn record, a BODYCRC mismatch, the end);
+- a SCHEDULE_TOPIC_XXXX record (its DELAY decides validity and tagsCode);
+- a PHYSICALOFFSET field that is not the record's offset;
+- a record whose last 20 bytes look like a `__CRC32#` trailer (checked in Python).
+
+So every finding still comes from the record-by-record code; the kernel only skips clean records.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from store import kernel
+from store.codec import message as msgcodec
+from store.codec import prop_crc
+from store.codec.javahash import index_key_hash
+from store.codec.javahash import tags_code as compute_tags_code
+from store.kernel.scan_groups import queue_groups
+
+SCAN_ROWS = 16384
+_C = kernel.COL
+(_POS, _SIZE, _QUEUE_ID, _QUEUE_OFFSET, _PHY, _SYS_FLAG, _STORE_TS, _TOPIC_POS, _TOPIC_LEN,
+ _TAGS_POS, _TAGS_LEN) = (_C[name] for name in (
+     "pos", "size", "queue_id", "queue_offset", "phy_offset", "sys_flag", "store_ts", "topic_pos",
+     "topic_len", "tags_pos", "tags_len"))
+_SCHEDULE = msgcodec.SCHEDULE_TOPIC.encode()
+_TRAILER = np.frombuffer(prop_crc._NAME, dtype=np.uint8)
+_TRAILER_SPAN = prop_crc.CRC32_RESERVED_LENGTH - prop_crc.DIGITS_OFFSET_FROM_END
+_HASH_MASK = 0xFFFFFFFF
+_NAME_MEMO_MAX = 10_000
+_WIDE_TAGS = 256
+
+
+class RecordColumns:
+    """Per accepted record, in log order: size, queue key number, queue offset, tagsCode, store
+    time, whether its keys are known (`key_pairs`: `(record number << 32) | keyHash`, sorted) and
+    whether its PHYSICALOFFSET field is its offset (`exact`)."""
+
+    def __init__(self):
+        self.queue_numbers: dict[tuple[str, int], int] = {}
+        self._parts: dict[str, list] = {name: [] for name in _FIELDS}
+        self._pairs: list[np.ndarray] = []
+        self._tags_memo: dict[bytes, int] = {}
+        self.count = 0
+        self.out = kernel.scan_buffer(SCAN_ROWS)
+        self.size = self.queue = self.queue_offset = self.tags_code = self.store_ts = None
+        self.keys_known = self.exact = self.key_pairs = None
+
+    # ---------------------------------------------------------------------------- building
+    def queue_number(self, key: tuple[str, int]) -> int:
+        return self.queue_numbers.setdefault(key, len(self.queue_numbers))
+
+    def add_request(self, request, phy_offset: int) -> None:
+        """One record at `phy_offset` accepted by `check_message` (the record-by-record path)."""
+        keys = [request.uniq_key] if request.uniq_key is not None else []
+        keys += [key for key in (request.keys or "").split(" ") if key]
+        hashes = [index_key_hash(request.topic + "#" + key) for key in keys]
+        self._append(np.array([request.msg_size]), np.array([self.queue_number(
+            (request.topic, request.queue_id))]), np.array([request.consume_queue_offset]),
+            np.array([request.tags_code]), np.array([request.store_timestamp]),
+            np.array([True]), np.array([request.commit_log_offset == phy_offset]))
+        if hashes:
+            self._pairs.append((np.int64(self.count - 1) << 32) |
+                               np.array(hashes, dtype=np.int64))
+
+    def _append(self, size, queue, queue_offset, tags_code, store_ts, keys_known, exact) -> None:
+        for name, values in zip(_FIELDS, (size, queue, queue_offset, tags_code, store_ts,
+                                          keys_known, exact)):
+            self._parts[name].append(values.astype(_FIELDS[name]))   # a copy: rows are reused
+        self.count += len(size)
+
+    def finish(self) -> None:
+        for name, dtype in _FIELDS.items():
+            parts = self._parts[name]
+            setattr(self, name, np.concatenate(parts) if parts else np.zeros(0, dtype=dtype))
+        self._parts = {}
+        self.key_pairs = np.sort(np.concatenate(self._pairs)) if self._pairs else \
+            np.zeros(0, dtype=np.int64)
+        self._pairs = []
+        self.out = None
+
+    # ---------------------------------------------------------------------------- the walk
+    def walk_rows(self, buf, base: int, position: int, size: int, scan, starts,
+                  max_records: int | None) -> int:
+        """Accept kernel rows from `position` until a record the record-by-record path must see;
+        return where that path takes over (or where `max_records` capped the walk)."""
+        out = self.out
+        while position < size:
+            count, stop, kind, _ = kernel.scan(buf, position, size, 1, out)
+            rows = out[:count]
+            cut = _first_slow_row(buf, base, rows)
+            if max_records is not None:
+                cut = min(cut, max_records - scan.records)
+            if cut:
+                self._take(buf, base, rows[:cut], scan, starts)
+                position = int(rows[cut - 1, _POS] + rows[cut - 1, _SIZE])
+                if max_records is not None and scan.records >= max_records:
+                    scan.capped = True
+                    return position
+            if cut < count or kind != kernel.STOP_FULL:
+                return position if cut < count else stop
+        return position
+
+    def _take(self, buf, base: int, rows: np.ndarray, scan, starts) -> None:
+        starts.frombytes((rows[:, _POS] + base).tobytes())
+        scan.records += len(rows)
+        scan.last_store_timestamp = max(scan.last_store_timestamp, int(rows[:, _STORE_TS].max()))
+        keys, inverse = queue_groups(buf, rows)
+        numbers = np.array([self.queue_number(key) for key in keys], dtype=np.int32)
+        queued = (rows[:, _SYS_FLAG] & 0x04) == 0       # NOT_TYPE (0) or COMMIT (8)
+        if queued.any():
+            which = inverse[queued]
+            offsets = rows[queued, _QUEUE_OFFSET]
+            high = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
+            low = np.full(len(keys), np.iinfo(np.int64).max, dtype=np.int64)
+            np.maximum.at(high, which, offsets)
+            np.minimum.at(low, which, offsets)
+            ends, begins = scan.queue_ends, scan.queue_starts
+            for number in np.unique(which).tolist():
+                key = keys[number]
+                ends[key] = max(ends.get(key, 0), int(high[number]) + 1)
+                begins[key] = min(begins.get(key, 1 << 62), int(low[number]))
+        keys_known = (rows[:, _SYS_FLAG] & 0x0C) != 0x0C
+        self._key_pairs(buf, rows, keys_known)
+        self._append(rows[:, _SIZE], numbers[inverse], rows[:, _QUEUE_OFFSET],
+                     self._tags_codes(buf, rows), rows[:, _STORE_TS], keys_known,
+                     np.ones(len(rows), dtype=np.bool_))
+
+    def _key_pairs(self, buf, rows: np.ndarray, keys_known: np.ndarray) -> None:
+        capacity = len(rows) + int(((rows[:, _C["keys_len"]] + 1) // 2 + 1).sum())
+        hashes = np.empty(capacity, dtype=np.int64)
+        numbers = np.empty(capacity, dtype=np.int64)
+        count = kernel.index_hashes(buf, np.ascontiguousarray(rows), hashes, numbers)
+        if count < 0:                 # a key or topic that is not ASCII: entries go the slow way
+            keys_known[:] = False
+            return
+        hashes = np.abs(hashes[:count])
+        hashes[hashes == 1 << 31] = 0          # index_key_hash: Math.abs(Integer.MIN_VALUE) -> 0
+        self._pairs.append(((numbers[:count] + self.count) << 32) | (hashes & _HASH_MASK))
+
+    def _tags_codes(self, buf, rows: np.ndarray) -> np.ndarray:
+        codes = np.zeros(len(rows), dtype=np.int64)
+        tagged = np.flatnonzero(rows[:, _TAGS_POS] >= 0)
+        if not len(tagged):
+            return codes
+        memo = self._tags_memo
+        names, inverse = _span_groups(buf, rows[tagged, _TAGS_POS], rows[tagged, _TAGS_LEN])
+        values = []
+        for name in names:
+            code = memo.get(name)
+            if code is None:
+                code = compute_tags_code(name.decode("utf-8", "replace"))
+                if len(memo) < _NAME_MEMO_MAX:
+                    memo[name] = code
+            values.append(code)
+        codes[tagged] = np.array(values, dtype=np.int64)[inverse]
+        return codes
+
+
+_FIELDS = {"size": np.int32, "queue": np.int32, "queue_offset": np.int64, "tags_code": np.int64,
+           "store_ts": np.int64, "keys_known": np.bool_, "exact": np.bool_}
+
+
+def _first_slow_row(buf, base: int, rows: np.ndarray) -> int:
+    """Index of the first row the record-by-record path must judge (see the module doc)."""
+    if not len(rows):
+        return 0
+    slow = rows[:, _PHY] != rows[:, _POS] + base
+    schedule = np.flatnonzero(rows[:, _TOPIC_LEN] == len(_SCHEDULE))
+    data = np.frombuffer(buf, dtype=np.uint8)
+    try:
+        for index in schedule.tolist():
+            position = int(rows[index, _TOPIC_POS])
+            if bytes(buf[position:position + len(_SCHEDULE)]) == _SCHEDULE:
+                slow[index] = True
+        ends = rows[:, _POS] + rows[:, _SIZE]
+        candidates = np.flatnonzero((rows[:, _SIZE] >= prop_crc.CRC32_RESERVED_LENGTH) &
+                                    (data[ends - 1] == 2))
+        if len(candidates):
+            first = ends[candidates] - prop_crc.CRC32_RESERVED_LENGTH
+            names = data[first[:, None] + np.arange(_TRAILER_SPAN)]
+            slow[candidates[(names == _TRAILER).all(axis=1)]] = True
+    finally:
+        del data                       # no export of the map may outlive this call
+    hits = np.flatnonzero(slow)
+    return int(hits[0]) if len(hits) else len(rows)
+
+
+def _span_groups(buf, positions: np.ndarray, lengths: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+    """(distinct byte strings, index into them for every span) of the spans of `buf`."""
+    widest = int(lengths.max())
+    if widest > _WIDE_TAGS:
+        distinct: dict[bytes, int] = {}
+        inverse = np.array([distinct.setdefault(bytes(buf[p:p + n]), len(distinct))
+                            for p, n in zip(positions.tolist(), lengths.tolist())], dtype=np.int64)
+        return list(distinct), inverse
+    data = np.frombuffer(buf, dtype=np.uint8)
+    try:
+        columns = np.arange(max(widest, 1))
+        gather = np.minimum(positions[:, None] + columns, len(data) - 1)
+        packed = np.zeros((len(positions), len(columns) + 4), dtype=np.uint8)
+        packed[:, :len(columns)] = np.where(columns < lengths[:, None], data[gather], 0)
+    finally:
+        del data
+    packed[:, len(columns):] = lengths.astype(">i4").view(np.uint8).reshape(-1, 4)
+    _, first, inverse = np.unique(packed.view(f"V{len(columns) + 4}").ravel(), return_index=True,
+                                  return_inverse=True)
+    names = [bytes(buf[p:p + n]) for p, n in zip(positions[first].tolist(), lengths[first].tolist())]
+    return names, inverse.ravel()

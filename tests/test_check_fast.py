@@ -1,0 +1,133 @@
+"""The cross-check's column-wise paths (store.check.columns, fast_units, fast_index) give exactly the
+findings of the record-by-record code: on damaged copies of every base store of test_corruption
+(RocketMQ fixtures and engine stores), `check_config` with the fast paths is compared with
+`check_config` where they pass nothing (every record, unit and entry goes record by record).
+Also: the progress callback, and caps (max_records, max_findings) on a store with more than one
+kernel scan batch."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import time
+
+import pytest
+
+from store import Message, MessageStore
+from store.check import columns as columns_module
+from store.check import fast_index, fast_units
+from store.check.run import check_store
+from store.config import StoreConfig
+from store.tools.check_directory import check_config
+from tests.test_corruption import apply_damage, bases, scratch  # noqa: F401
+
+CASES = int(os.environ.get("RMQ_CHECK_FAST_CASES", "120"))
+
+
+def _slow_paths(monkeypatch) -> None:
+    """Make every column-wise verdict 'ask the record-by-record code'."""
+    monkeypatch.setattr(columns_module.RecordColumns, "walk_rows",
+                        lambda self, buf, base, position, *args: position)
+
+    def none_found(scan, phy_offsets):
+        import numpy as np
+        return np.full(len(phy_offsets), -1, dtype=np.int64)
+
+    monkeypatch.setattr(fast_units, "record_numbers", none_found)
+    monkeypatch.setattr(fast_index, "record_numbers", none_found)
+    monkeypatch.setattr(fast_index, "chains_clean", lambda *args: False)
+
+
+def _findings(config, **kwargs) -> list[str]:
+    return [repr(f) for f in check_config(config, **kwargs)]
+
+
+@pytest.mark.parametrize("chunk", range(max(1, CASES // 40)))
+def test_damaged_copies_same_findings(bases, scratch, chunk, monkeypatch):  # noqa: F811
+    workdir = os.path.join(str(scratch), f"fast-{chunk}")
+    for seed in range(chunk * 40, chunk * 40 + 40):
+        rng = random.Random(10_000 + seed)
+        base = rng.choice(bases)
+        root = os.path.join(workdir, "store")
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.copytree(base.root, root)
+        damage = apply_damage(rng, base, root) if seed % 8 else None   # and some undamaged
+        config = base.make_config(root)
+        for caps in ({}, {"max_records": 1 + rng.randrange(40)}, {"max_findings": 2}):
+            fast = _findings(config, **caps)
+            with monkeypatch.context() as patch:
+                _slow_paths(patch)
+                slow = _findings(config, **caps)
+            assert fast == slow, (seed, base.name, damage, caps)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _many_queue_store(root: str, count: int) -> StoreConfig:
+    config = StoreConfig.from_dict({}, store_path_root_dir=root,
+                                   mapped_file_size_commit_log=2 << 20)
+    store = MessageStore.open(config)
+    try:
+        for n in range(count):
+            result = store.put_message(Message(
+                f"T{n % 5}", bytes(200 + n % 7), queue_id=n % 3, tags=("a", "b", "c")[n % 3],
+                keys=(f"k{n}", f"o{n % 50}"), properties={"UNIQ_KEY": f"U{n:08X}"}))
+            assert result.ok, result.error
+        started = time.monotonic()
+        while store.dispatch_behind_bytes() > 0 and time.monotonic() - started < 600:
+            time.sleep(0.001)
+    finally:
+        store.close()
+    return config
+
+
+def test_several_scan_batches_and_caps(tmp_path, monkeypatch):
+    """More records than one kernel scan batch, segments of 2 MiB, shared keys (o0..o49): the
+    fast and the record-by-record paths agree, with and without caps, and on damage."""
+    monkeypatch.setattr(columns_module, "SCAN_ROWS", 64)
+    root = str(tmp_path / "store")
+    config = _many_queue_store(root, 3000)
+    cases = [{}, {"max_records": 1000}, {"max_records": 2999}, {"max_findings": 1}]
+    for caps in cases:
+        fast = _findings(config, **caps)
+        with monkeypatch.context() as patch:
+            _slow_paths(patch)
+            assert fast == _findings(config, **caps), caps
+    # damage: one CQ unit's size, one index entry's phyOffset, one body byte
+    queue_file = os.path.join(root, "consumequeue", "T1", "1")
+    name = sorted(os.listdir(queue_file))[0]
+    with open(os.path.join(queue_file, name), "r+b") as handle:
+        handle.seek(20 * 7 + 8)
+        handle.write((99).to_bytes(4, "big"))
+    log = os.path.join(root, "commitlog", sorted(os.listdir(os.path.join(root, "commitlog")))[0])
+    with open(log, "r+b") as handle:
+        handle.seek(5000)
+        byte = handle.read(1)
+        handle.seek(5000)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    fast = _findings(config)
+    with monkeypatch.context() as patch:
+        _slow_paths(patch)
+        slow = _findings(config)
+    assert fast == slow
+    assert any("unit 7" in f for f in fast), fast
+
+
+def test_progress_callback(tmp_path):
+    root = str(tmp_path / "store")
+    config = _many_queue_store(root, 300)
+    calls = []
+    store = MessageStore.open(config, read_only=True)
+    try:
+        plain = check_store(store)
+        with_progress = check_store(store, progress=lambda *call: calls.append(call))
+    finally:
+        store.close()
+    assert [repr(f) for f in plain] == [repr(f) for f in with_progress]
+    parts = [part for part, _, _ in calls]
+    assert parts.index("commitlog") < parts.index("consumequeue") < parts.index("index")
+    for part in ("commitlog", "consumequeue", "index"):
+        mine = [(done, total) for p, done, total in calls if p == part]
+        assert mine[-1][0] == mine[-1][1] > 0, (part, mine)
+        assert all(0 < done <= total for done, total in mine), (part, mine)
+        assert [done for done, _ in mine] == sorted(done for done, _ in mine)
