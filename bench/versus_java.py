@@ -4,7 +4,7 @@ The reference is RocketMQ's own `DefaultMessageStore`, run in-process by a Java 
 outside this repository (nothing of RocketMQ, and nothing that builds it, is in the repository). Name
 its command with `--java CMD` or `RMQ_BENCH_JAVA=CMD`. The command is called as
 
-    CMD <scenario> --reps N --workdir DIR [--count N]
+    CMD <scenario> --reps N --warmup W --workdir DIR [--count N]
 
 with scenario one of `put-single`, `put-batch32`, `sync-flush`, `pull`, `lookups`, and prints one JSON
 line per figure: `{"name": ..., "unit": ..., "values": [...]}`. The harness runs its scenarios in the shapes
@@ -14,12 +14,14 @@ queues, batches of 32 as `MessageExtBatch`), end to end indexed = until the repu
 SYNC_FLUSH with 32 producers of 625 puts; pulls of 32 over a 64,000-message store built with batch
 puts; lookups on a store of `--lookup-count` messages.
 
+The JVM gets `--java-warmup` untimed repetitions first in each call (default 3), so that its JIT has
+compiled the hot paths: the figures compared are the real store's steady state, as in the issue.
 Rounds alternate the side that goes first (Java, ours, then ours, Java, ...), each side running
 `--reps` repetitions per round. ratio = median(ours) / median(Java); for latencies above 1 is slower.
 Without a Java command the scenario is reported as skipped.
 
     python -m bench.versus_java --java /path/to/run.sh [--size smoke|full] [--rounds 2] [--reps 3]
-                                [--only put,sync,pull,lookups] [--lookup-count 1000000]
+                                [--only put,sync,pull,lookups] [--lookup-count 1000000] [--java-warmup 3]
 """
 
 from __future__ import annotations
@@ -41,9 +43,10 @@ _options: dict = {}                     # set by main(): java, rounds, only, loo
 
 # -------------------------------------------------------------------------------------- Java side
 def java_run(command: str, scenario: str, reps: int, workdir: str, count: int | None = None,
-             timeout_s: float = 1800) -> dict[str, list[float]]:
+             warmup: int = 3, timeout_s: float = 1800) -> dict[str, list[float]]:
     """Run the Java harness once; {figure name: values}. A failure raises with its stderr's tail."""
-    argv = shlex.split(command) + [scenario, "--reps", str(reps), "--workdir", workdir]
+    argv = shlex.split(command) + [scenario, "--reps", str(reps), "--warmup", str(warmup),
+                                   "--workdir", workdir]
     if count is not None:
         argv += ["--count", str(count)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
@@ -204,7 +207,8 @@ def run(args, report: common.Report) -> None:
                 else:
                     with common.scratch_dir(args, "vs-java") as workdir:
                         got = java_run(java, scenario, args.reps_per_round, workdir,
-                                       None if scenario == "sync-flush" else counts[scenario])
+                                       None if scenario == "sync-flush" else counts[scenario],
+                                       warmup=_options.get("java_warmup", 3))
                     target = theirs[scenario]
                 for name, values in got.items():
                     target.setdefault(name, []).extend(values)
@@ -216,7 +220,8 @@ def run(args, report: common.Report) -> None:
                    reference_name="RocketMQ 4.9.7 (Java)", higher_is_better=higher)
     report.notes.append(f"reference: `{java}` (RocketMQ 4.9.7 DefaultMessageStore in-process); "
                         f"{rounds} rounds alternating which side goes first, {args.reps_per_round} "
-                        f"repetitions per side per round; counts {counts}")
+                        f"repetitions per side per round after {_options.get('java_warmup', 3)} "
+                        f"untimed JVM warm-up repetitions; counts {counts}")
     report.extra["java_figures"] = theirs
 
 
@@ -230,12 +235,14 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--only", default=None, help="comma-separated: " + ",".join(SCENARIOS))
     parser.add_argument("--lookup-count", type=int, default=None)
+    parser.add_argument("--java-warmup", type=int, default=3)
     known, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     only = known.only.split(",") if known.only else None
     for name in only or ():
         if name not in SCENARIOS:
             raise SystemExit(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
-    _options.update(java=known.java, rounds=known.rounds, only=only, lookup_count=known.lookup_count)
+    _options.update(java=known.java, rounds=known.rounds, only=only, lookup_count=known.lookup_count,
+                    java_warmup=known.java_warmup)
     try:
         return _main(rest)
     finally:

@@ -54,8 +54,8 @@ def test_rows_pair_our_figures_with_the_harness_figures(tmp_path, capsys):
     calls = [json.loads(line) for line in open(f"{fake}.calls")]
     assert [c[0] for c in calls] == ["put-single", "put-single", "put-batch32", "put-batch32",
                                      "pull", "pull"]
-    assert all(c[1:3] == ["--reps", "1"] and c[c.index("--count") + 1] in ("512", "2048")
-               for c in calls)
+    assert all(c[1:5] == ["--reps", "1", "--warmup", "3"] and
+               c[c.index("--count") + 1] in ("512", "2048") for c in calls)
     assert list(work.iterdir()) == [], "scratch stores must be deleted"
     assert "RocketMQ 4.9.7 (Java)" in capsys.readouterr().out
 
