@@ -121,6 +121,11 @@ class MappedFile:
         # costs milliseconds, a pwrite a fraction of one: with thousands of queues that decides
         # whether dispatch keeps up. Reads still go through the map (the page cache is shared).
         self.pwrite_appends = False
+        # Keep the descriptor `flush` syncs through open until close (the commit log's, synced
+        # hundreds of times a second under SYNC_FLUSH: an open and a close per sync would each
+        # release and retake the interpreter lock, which 32 producers make slow to get back).
+        self.hold_sync_fd = False
+        self._sync_fd = -1
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
@@ -238,6 +243,11 @@ class MappedFile:
         and unlike `mmap.flush` it releases the GIL: producers keep encoding while a group commit
         waits for the disk.
         """
+        if self.hold_sync_fd:   # called with _flush_lock held, as close() takes it
+            if self._sync_fd < 0:
+                self._sync_fd = os.open(self.path, os.O_RDWR)
+            os.fdatasync(self._sync_fd)
+            return
         fd = os.open(self.path, os.O_RDWR)
         try:
             os.fdatasync(fd)
@@ -322,6 +332,10 @@ class MappedFile:
     def close(self) -> None:
         if self.destroyed:
             return
+        with self._flush_lock:  # not while a sync runs on the held descriptor
+            fd, self._sync_fd = self._sync_fd, -1
+            if fd >= 0:
+                os.close(fd)
         try:
             self._map.close()
         except BufferError:

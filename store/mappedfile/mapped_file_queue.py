@@ -53,6 +53,8 @@ class MappedFileQueue:
         self.sync_directories = True
         # Appends by pwrite instead of through the maps (see MappedFile.pwrite_appends).
         self.pwrite_appends = False
+        # Each file keeps the descriptor it syncs through (see MappedFile.hold_sync_fd).
+        self.hold_sync_fds = False
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -94,6 +96,7 @@ class MappedFileQueue:
                                     read_only=self.read_only)
                 mapped.set_positions(self.file_size_bytes)
                 mapped.pwrite_appends = self.pwrite_appends
+                mapped.hold_sync_fd = self.hold_sync_fds
                 files.append(mapped)
         except CorruptDataError:
             for mapped in files:
@@ -195,6 +198,7 @@ class MappedFileQueue:
         mapped = MappedFile(path, self.file_size_bytes, create=True, write_buffer=buffer,
                             release_write_buffer=release, sync_directory=self.sync_directories)
         mapped.pwrite_appends = self.pwrite_appends
+        mapped.hold_sync_fd = self.hold_sync_fds
         if self.warm_new_files and buffer is None:
             mapped.warm()
         with self._files_lock:
