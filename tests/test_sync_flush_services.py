@@ -210,3 +210,25 @@ def test_held_sync_descriptors_close_with_the_store(tmp_path):
     _put_many(store, 100)       # several segments, each synced through its held descriptor
     store.close()
     assert open_fds_under(os.path.realpath(config.commit_log_dir)) == []
+
+
+def test_a_put_whose_sync_does_not_return_in_time_gets_flush_disk_timeout(tmp_path, monkeypatch):
+    from store.api import PutMessageStatus
+    config = small_config(tmp_path / "s", flush_disk_type="SYNC_FLUSH", sync_flush_timeout=200)
+    with MessageStore.open(config) as store:
+        assert store.put_message(Message("T", b"first")).ok
+        log_dir = os.path.realpath(config.commit_log_dir)
+        release = threading.Event()
+        real_fdatasync = os.fdatasync
+
+        def stuck_fdatasync(fd):
+            if os.path.realpath(os.readlink(f"/proc/self/fd/{fd}")).startswith(log_dir):
+                release.wait(30)
+            return real_fdatasync(fd)
+
+        monkeypatch.setattr(os, "fdatasync", stuck_fdatasync)
+        result = store.put_message(Message("T", b"late"))
+        assert result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+        assert store.services.flush_service._waiters == []      # it left the waiting list
+        release.set()
+        assert store.put_message(Message("T", b"later")).ok
