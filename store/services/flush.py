@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import abc
-import collections
 import logging
 import threading
 import time
@@ -24,8 +23,6 @@ from typing import Callable
 from store.mappedfile.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
-
-_WAKE_FANOUT = 2     # producers a group-commit wake-up releases (the thread, then each producer)
 
 
 class TransientStorePool:
@@ -201,7 +198,7 @@ class GroupCommitService(_ServiceThread):
         self.last_store_timestamp = last_store_timestamp
         self.on_flushed = on_flushed
         self._lock = threading.Lock()
-        self._waiters: list[list] = []   # [offset awaited, held lock, wake-up chain or None]
+        self._waiters: list[tuple[int, threading.Lock]] = []   # (offset awaited, held lock)
         self._idle = False      # the thread is (about to be) asleep: producers wake it
         self._stopped = False   # stopped without a final flush: waiters give up
         self.flush_count = 0
@@ -226,54 +223,36 @@ class GroupCommitService(_ServiceThread):
             waiters = self._waiters
             if not waiters:
                 return
-            covered = [w for w in waiters if w[0] <= flushed]
-            if not covered:
-                return
+            covered = [lock for offset, lock in waiters if offset <= flushed]
             if len(covered) < len(waiters):
                 self._waiters = [w for w in waiters if w[0] > flushed]
             else:
                 self._waiters = []
-            # The thread wakes the first few; each producer woken wakes a few more while the
-            # thread is back in the next sync (a wake-up is a system call and a context switch:
-            # 15 of them in a row doubled the thread's time between two syncs).
-            chain = collections.deque(w[1] for w in covered[_WAKE_FANOUT:])
-            for waiter in covered:
-                waiter[2] = chain
-        for waiter in covered[:_WAKE_FANOUT]:
-            waiter[1].release()
-
-    @staticmethod
-    def _pass_on(chain) -> None:
-        for _ in range(_WAKE_FANOUT):
-            try:
-                chain.popleft().release()
-            except IndexError:
-                return
+        for lock in covered:
+            lock.release()
 
     def wait_flushed(self, next_offset: int, timeout_ms: int) -> bool:
         """Block until the commit log is flushed up to `next_offset`; False on timeout."""
         queue = self.queue
         if queue.flushed_where >= next_offset:
             return True
-        lock = threading.Lock()
-        lock.acquire()
-        waiter = [next_offset, lock, None]      # offset awaited, held lock, wake-up chain
+        waiter = threading.Lock()
+        waiter.acquire()
+        entry = (next_offset, waiter)
         with self._lock:
             if queue.flushed_where >= next_offset:
                 return True
             if self._stopped:
                 return False
-            self._waiters.append(waiter)
+            self._waiters.append(entry)
         if self._idle:
             self.wakeup()
-        if not lock.acquire(True, max(0.0, timeout_ms / 1000.0)):
+        if not waiter.acquire(True, max(0.0, timeout_ms / 1000.0)):
             with self._lock:
                 try:
-                    self._waiters.remove(waiter)
+                    self._waiters.remove(entry)
                 except ValueError:
-                    pass    # covered meanwhile: its chain is set, and passed on below
-        if waiter[2]:
-            self._pass_on(waiter[2])
+                    pass    # released meanwhile
         return queue.flushed_where >= next_offset
 
     def run_once(self) -> None:
@@ -295,8 +274,8 @@ class GroupCommitService(_ServiceThread):
         with self._lock:
             self._stopped = True
             waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            waiter[1].release()
+        for _, lock in waiters:
+            lock.release()
 
     def shutdown(self) -> None:
         super().shutdown()
