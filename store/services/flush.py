@@ -180,7 +180,8 @@ class GroupCommitService(_ServiceThread):
 
     As RocketMQ's GroupCommitService, one thread does the syncs and producers only wait: while a
     sync runs, producers keep appending, and the next sync, started as soon as this one returns,
-    takes everything appended meanwhile (each group is what arrived during the previous sync).
+    takes everything appended meanwhile, after stepping aside once (`time.sleep(0)`) so that the
+    producers the previous sync released can append too and join it.
 
     A waiting producer sleeps on a lock of its own, which a sync releases only once it covers the
     producer's bytes: the producers that appended during that sync (about half of them) sleep on,
@@ -201,28 +202,35 @@ class GroupCommitService(_ServiceThread):
         self._waiters: list[tuple[int, threading.Lock]] = []   # (offset awaited, held lock)
         self._idle = False      # the thread is (about to be) asleep: producers wake it
         self._stopped = False   # stopped without a final flush: waiters give up
+        self._released_last = 0     # producers the last sync released
         self.flush_count = 0
 
     def _flush_group(self) -> None:
         """Flush everything appended so far (one sync per segment it spans, usually one) and
         release the producers it covers. Records appended during the sync join the next group."""
         queue = self.queue
+        if self._released_last:
+            # Step aside once so that the producers the last sync released append before this
+            # group closes (else it holds only what arrived during that sync: half of them).
+            # In hand runs: 2.0 -> 3.7 messages per sync with 4 producers, 13-14 -> 20-23 with 32.
+            time.sleep(0)
         store_timestamp = self.last_store_timestamp()
         group_end = queue.max_offset()
         for _ in range(len(queue.files) + 1):
             if queue.flushed_where >= group_end or not queue.flush(0):
                 break
         self.flush_count += 1
-        self._release_covered(queue.flushed_where)
+        self._released_last = self._release_covered(queue.flushed_where)
         self.on_flushed(store_timestamp)
 
-    def _release_covered(self, flushed: int) -> None:
+    def _release_covered(self, flushed: int) -> int:
+        """Release the producers waiting for at most `flushed`; return how many."""
         # flushed_where moved before this takes the lock: a producer that checked it under the
         # lock and found it short is in the list by now.
         with self._lock:
             waiters = self._waiters
             if not waiters:
-                return
+                return 0
             covered = [lock for offset, lock in waiters if offset <= flushed]
             if len(covered) < len(waiters):
                 self._waiters = [w for w in waiters if w[0] > flushed]
@@ -230,6 +238,7 @@ class GroupCommitService(_ServiceThread):
                 self._waiters = []
         for lock in covered:
             lock.release()
+        return len(covered)
 
     def wait_flushed(self, next_offset: int, timeout_ms: int) -> bool:
         """Block until the commit log is flushed up to `next_offset`; False on timeout."""
