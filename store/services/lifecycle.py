@@ -81,7 +81,10 @@ class StoreServices:
                 commit_least_pages=cfg.commit_commit_log_least_pages,
                 commit_thorough_interval_ms=cfg.commit_commit_log_thorough_interval,
                 on_committed=self._on_committed)
-        if type(queue) is MappedFileQueue:     # the commit log's segments (not DLedger's)
+        # The commit log's segments (not DLedger's). Not with the transient store pool: with it,
+        # a crash test (test_crash, ASYNC_FLUSH-pool-default-batch4) saw a batch partly visible
+        # in 2 of 6 runs, never without the service; not understood yet, so left as it was.
+        if type(queue) is MappedFileQueue and self.pool is None:
             self.allocator = AllocateMappedFileService(
                 queue, warm=cfg.warm_maped_file_enable,
                 warm_sync_pages=cfg.flush_least_pages_when_warm_maped_file if self.sync_flush else 0)
