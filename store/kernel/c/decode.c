@@ -114,7 +114,7 @@ refuse:
     return -1;
 }
 
-static int is_ascii(const unsigned char *p, Py_ssize_t n)
+int rmq_is_ascii(const unsigned char *p, Py_ssize_t n)
 {
     uint64_t any = 0, word;
     Py_ssize_t i = 0;
@@ -167,8 +167,9 @@ static PyObject *host_text(const unsigned char *p, Py_ssize_t n, PyObject *host_
 }
 
 /* `decode_properties` of ASCII bytes: split on \x02; a segment of 3+ characters whose first \x01
- * is neither its first nor its last character is name -> value; later names overwrite. */
-static PyObject *ascii_properties(const unsigned char *p, Py_ssize_t n)
+ * is neither its first nor its last character is name -> value; later names overwrite. Names come
+ * from a small cache of recent ones (lookup.c's read_message uses it too). */
+PyObject *rmq_ascii_properties(const unsigned char *p, Py_ssize_t n)
 {
     PyObject *dict = PyDict_New();
     if (dict == NULL)
@@ -274,12 +275,12 @@ static PyObject *decode_fast(const unsigned char *buf, Py_ssize_t len, fallbacks
     v[12] = PyLong_FromLong(get32(after_born + 8 + s));
     v[13] = PyLong_FromLongLong(get64(after_born + 12 + s));
     v[14] = PyBytes_FromStringAndSize((const char *)buf + body_at, n);
-    v[15] = cached_text(buf + topic_at, t, is_ascii(buf + topic_at, t));
+    v[15] = cached_text(buf + topic_at, t, rmq_is_ascii(buf + topic_at, t));
     v[17] = PyBytes_FromStringAndSize((const char *)buf + properties_at, p);
     if (p == 0)
         v[16] = PyDict_New();
-    else if (is_ascii(buf + properties_at, p))
-        v[16] = ascii_properties(buf + properties_at, p);
+    else if (rmq_is_ascii(buf + properties_at, p))
+        v[16] = rmq_ascii_properties(buf + properties_at, p);
     else if (v[17] != NULL)
         v[16] = PyObject_CallOneArg(fb->decode_properties, v[17]);
     PyObject *record = NULL;

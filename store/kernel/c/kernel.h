@@ -134,6 +134,9 @@ PyObject *rmq_index_select(PyObject *self, PyObject *const *args, Py_ssize_t nar
 PyObject *rmq_read_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_cq_search_nearest_doc[], rmq_index_select_doc[], rmq_read_message_doc[];
 PyObject *rmq_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* decode.c, shared with lookup.c: ASCII test and `decode_properties` of ASCII bytes */
+int rmq_is_ascii(const unsigned char *p, Py_ssize_t n);
+PyObject *rmq_ascii_properties(const unsigned char *p, Py_ssize_t n);
 PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_pull_unfiltered_doc[];
 extern const char rmq_decode_records_doc[];

@@ -371,48 +371,6 @@ static PyObject *host_string(const unsigned char *p, int v6)
     return PyUnicode_FromString(text);
 }
 
-/* decode_properties of ASCII bytes (the caller checked): entries split on \x02, the name before the
- * first \x01; entries shorter than 3, with an empty name or an empty value are dropped. */
-static PyObject *ascii_properties(const unsigned char *p, Py_ssize_t n)
-{
-    PyObject *dict = PyDict_New();
-    if (dict == NULL)
-        return NULL;
-    Py_ssize_t start = 0;
-    while (start <= n) {
-        const unsigned char *end = memchr(p + start, 2, n - start);
-        Py_ssize_t stop = end ? end - p : n;
-        Py_ssize_t length = stop - start;
-        if (length >= 3) {
-            const unsigned char *sep = memchr(p + start, 1, length);
-            Py_ssize_t at = sep ? sep - (p + start) : -1;
-            if (at > 0 && at < length - 1) {
-                PyObject *name = PyUnicode_FromStringAndSize((const char *)p + start, at);
-                PyObject *value = name ? PyUnicode_FromStringAndSize(
-                    (const char *)p + start + at + 1, length - at - 1) : NULL;
-                if (value == NULL || PyDict_SetItem(dict, name, value) < 0) {
-                    Py_XDECREF(name);
-                    Py_XDECREF(value);
-                    Py_DECREF(dict);
-                    return NULL;
-                }
-                Py_DECREF(name);
-                Py_DECREF(value);
-            }
-        }
-        start = stop + 1;
-    }
-    return dict;
-}
-
-static int all_ascii(const unsigned char *p, Py_ssize_t n)
-{
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (p[k] & 0x80)
-            return 0;
-    return 1;
-}
-
 const char rmq_read_message_doc[] = (
 "read_message(buffer, position, limit, record_type, decode_properties, decode_message)\n"
 "    -> record | None | NotImplemented\n\n"
@@ -502,8 +460,8 @@ PyObject *rmq_read_message(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (fields[17] != NULL) {
         if (props_len == 0)
             fields[16] = PyDict_New();
-        else if (all_ascii(p + props_pos, props_len))
-            fields[16] = ascii_properties(p + props_pos, props_len);
+        else if (rmq_is_ascii(p + props_pos, props_len))
+            fields[16] = rmq_ascii_properties(p + props_pos, props_len);
         else
             fields[16] = PyObject_CallOneArg(args[4], fields[17]);
     }
