@@ -133,11 +133,7 @@ _main = common.scenario_main("check_bench", __doc__.splitlines()[0], run)
 def main(argv=None):
     global _KEEP
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--keep" in argv:
-        at = argv.index("--keep")
-        _KEEP = os.path.abspath(argv[at + 1])
-        assert not _KEEP.startswith(common.REPO_ROOT + os.sep), "benchmark stores go outside the repo"
-        del argv[at:at + 2]
+    _KEEP = common.pop_keep(argv) or _KEEP
     if argv and argv[0] == "--child":
         if common.REPO_ROOT not in sys.path:
             sys.path.insert(0, common.REPO_ROOT)

@@ -303,6 +303,17 @@ def engine_commit() -> str:
         return "unknown"
 
 
+def pop_keep(argv: list) -> str | None:
+    """Remove `--keep DIR` from argv (in place); the absolute DIR, which must be outside the repo."""
+    if "--keep" not in argv:
+        return None
+    at = argv.index("--keep")
+    keep = os.path.abspath(argv[at + 1])
+    assert not keep.startswith(REPO_ROOT + os.sep), "benchmark stores go outside the repo"
+    del argv[at:at + 2]
+    return keep
+
+
 def scenario_main(name: str, description: str, run):
     """The `python -m bench.<name>` entry point: parse, run, print the table, write JSON."""
     def main(argv=None) -> Report:

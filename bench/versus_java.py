@@ -33,7 +33,6 @@ import random
 import shlex
 import subprocess
 import sys
-import time
 
 from bench import common
 
@@ -65,23 +64,9 @@ def java_run(command: str, scenario: str, reps: int, workdir: str, count: int | 
 
 # ------------------------------------------------------------------------------------- our side
 def ours_put(args, mode: str, count: int) -> dict[str, list[float]]:
-    from bench.put import _work_for, put_round
-    from store.message_store import MessageStore
-    out: dict[str, list[float]] = {"indexed": [], "put": [], "cpu_us": []}
-    for _ in range(args.reps_per_round):
-        work = _work_for(mode, 1024, 1, count, 0)
-        with common.scratch_dir(args, "vs-put") as root:
-            store = MessageStore.open(common.store_config(root))
-            try:
-                cpu = time.process_time()
-                put_s, indexed_s, n = put_round(store, work)
-                cpu = time.process_time() - cpu
-            finally:
-                store.close()
-        out["indexed"].append(n / indexed_s)
-        out["put"].append(n / put_s)
-        out["cpu_us"].append(cpu / n * 1e6)
-    return out
+    from bench.put_cores import _ours
+    runs = [_ours(args, mode, count) for _ in range(args.reps_per_round)]
+    return {key: [run[key] for run in runs] for key in ("indexed", "put", "cpu_us")}
 
 
 def ours_sync(args) -> dict[str, list[float]]:
