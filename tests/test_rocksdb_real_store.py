@@ -91,3 +91,29 @@ def test_hosted_open_appends_to_the_real_database(real_copy):
         assert [int(u["phy_offset"]) for u in units[:-1]] == [u[1] for u in info["units"]]
         [last] = store.get_message("g", "TopicA", 1, info["max_offset"], 1).messages
         assert (last.body, last.tags) == (b"after the real store", "TagZ")
+
+
+def test_a_damaged_table_file_is_named_and_nothing_is_written(real_copy, tmp_path):
+    """A flipped block of the real database's table file: a one-line error naming the store's own
+    file and byte (not the read-only shadow copy's), no traceback, nothing written, no shadow left."""
+    import glob
+    import tempfile
+
+    from store.errors import CorruptDataError
+    root, config, _ = real_copy
+    [table] = [p for p in glob.glob(os.path.join(root, "consumequeue", "*.sst"))
+               if os.path.getsize(p) > 4096]
+    with open(table, "r+b") as handle:
+        data = bytearray(handle.read())
+        for i in range(100, 400):
+            data[i] ^= 0x5A
+        handle.seek(0)
+        handle.write(data)
+    before = tree_fingerprint(root)
+    shadows = set(glob.glob(os.path.join(tempfile.gettempdir(), "rmq-cq-rocksdb-*")))
+    with pytest.raises(CorruptDataError) as raised:
+        MessageStore.open(config, read_only=True)
+    assert raised.value.path == table and raised.value.position >= 0
+    assert "RocksDB refuses the consume-queue database: Corruption" in str(raised.value)
+    assert tree_fingerprint(root) == before
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "rmq-cq-rocksdb-*"))) == shadows

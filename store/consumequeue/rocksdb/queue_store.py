@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from typing import Sequence
 
@@ -27,7 +28,7 @@ from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_bou
 from store.consumequeue.rocksdb.db import open_read_only_shadow, open_writable, remove_shadow
 from store.consumequeue.rocksdb.maintenance import EMPTY_QUEUE_OFFSET, RocksDBQueueMaintenance
 from store.consumequeue.time_search import NEAREST, search_boundary, search_nearest
-from store.errors import ReadOnlyStoreError
+from store.errors import CorruptDataError, ReadOnlyStoreError
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,24 @@ STATS_PROPERTIES = (
     "rocksdb.estimate-pending-compaction-bytes",
     *(f"rocksdb.num-files-at-level{level}" for level in range(7)))
 
+
+# "... in /tmp/rmq-cq-rocksdb-x/000009.sst offset 0 size 6646": the file and byte RocksDB names.
+_ROCKSDB_FILE = re.compile(r" in (/\S+) offset (\d+)")
+
+
+def rocksdb_error(error: Exception, path: str) -> Exception:
+    """RocksDB's refusal of the database at `path` as a CorruptDataError naming the store's own file
+    and byte (not the read-only shadow copy's), or `error` itself when it is not about the files."""
+    text = str(error)
+    if not text.startswith(("Corruption", "IO error", "Invalid argument")):
+        return error
+    found = _ROCKSDB_FILE.search(text)
+    if found is None:
+        return CorruptDataError(path, 0, f"RocksDB refuses the consume-queue database: {text}")
+    name = os.path.basename(found.group(1))
+    reason = text[:found.start()].strip()
+    return CorruptDataError(os.path.join(path, name), int(found.group(2)),
+                            f"RocksDB refuses the consume-queue database: {reason}")
 
 class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
     """ConsumeQueueStore over one RocksDB database."""
@@ -75,10 +94,16 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
                 self.db, self._shadow = open_read_only_shadow(self.path)
             else:
                 self.db = open_writable(self.path)
-            self._units_cf = self.db.get_column_family_handle(codec.DEFAULT_CF)
-            self._offsets_cf = self.db.get_column_family_handle(codec.OFFSET_CF)
-            self._offsets = self.db.get_column_family(codec.OFFSET_CF)
-            self._load_offset_table()
+            try:
+                self._units_cf = self.db.get_column_family_handle(codec.DEFAULT_CF)
+                self._offsets_cf = self.db.get_column_family_handle(codec.OFFSET_CF)
+                self._offsets = self.db.get_column_family(codec.OFFSET_CF)
+                self._load_offset_table()
+            except Exception as error:      # rocksdict raises plain Exception("Corruption: ...")
+                self.db.close()
+                remove_shadow(self._shadow)
+                self.db, self._shadow = None, None
+                raise rocksdb_error(error, self.path) from error
 
     def _load_offset_table(self) -> None:
         self._max.clear()
