@@ -61,6 +61,32 @@ def _carries_key(properties: dict[str, str], key: str) -> bool:
     return bool(keys) and bool(key) and key in keys.split(" ")
 
 
+def segment_store_time_reader(files, first_from: int, segment_bytes: int, count: int, slow):
+    """`store_time_of(phy_offset, size)` over the commit log's segments `files[:count]` as they are now
+    (`first_from` the first one's offset, `segment_bytes` each): the record's head inside one
+    segment's readable part is read straight from its map, anything else asks `slow` (the live
+    `CommitLog.store_timestamp_at`, which answers the same). -1 below `first_from`."""
+    def store_time_of(phy_offset: int, size: int) -> int:
+        if phy_offset < first_from:
+            return -1      # below commit_log.min_offset()
+        index = (phy_offset - first_from) // segment_bytes
+        if index < count:
+            mapped = files[index]
+            position = phy_offset - mapped.file_from_offset
+            if 0 <= position < segment_bytes and not mapped.destroyed:
+                limit = mapped.read_position
+                if position + 40 <= limit:
+                    buffer = mapped.buffer
+                    if _unpack_int(buffer, position + 36)[0] & SYSFLAG_BORNHOST_V6:
+                        position += _STORE_TS_V6
+                    else:
+                        position += _STORE_TS_V4
+                    if position + 8 <= limit:
+                        return _unpack_long(buffer, position)[0]
+        return slow(phy_offset, size)
+    return store_time_of
+
+
 class LookupsMixin:
     def look_message_by_offset(self, phy_offset: int) -> MessageRecord:
         """Decode the record at a physical offset (spec §10.4); MessageNotFoundError if none."""
@@ -208,24 +234,7 @@ class LookupsMixin:
         segment_bytes = mapped_files.file_size_bytes
         count = len(files)
 
-        def store_time_of(phy_offset: int, size: int) -> int:
-            if phy_offset < first_from:
-                return -1      # below commit_log.min_offset()
-            index = (phy_offset - first_from) // segment_bytes
-            if index < count:
-                mapped = files[index]
-                position = phy_offset - mapped.file_from_offset
-                if 0 <= position < segment_bytes and not mapped.destroyed:
-                    limit = mapped.read_position
-                    if position + 40 <= limit:
-                        buffer = mapped.buffer
-                        if _unpack_int(buffer, position + 36)[0] & SYSFLAG_BORNHOST_V6:
-                            position += _STORE_TS_V6
-                        else:
-                            position += _STORE_TS_V4
-                        if position + 8 <= limit:
-                            return _unpack_long(buffer, position)[0]
-            return slow(phy_offset, size)
+        store_time_of = segment_store_time_reader(files, first_from, segment_bytes, count, slow)
 
         if KERNEL_COMPILED:
             # search_nearest_units then runs in C on these segments (with no memo to fill).

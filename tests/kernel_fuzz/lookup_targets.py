@@ -17,9 +17,9 @@ from store.codec.message import MessageRecord as _MessageRecord
 from store.codec.message import decode_message as _decode_message
 from store.codec.properties import decode_properties as _decode_properties
 from store.kernel.lookup import cq_search_nearest_py, index_select_py, read_message_py
+from store.lookups import segment_store_time_reader
 
 _EDGES = [0, 1, -1, 2, 3, 7, 2**31 - 1, -2**31, 2**62, -2**62, 2**62 + 1, 2**63 - 1, -2**63, 2**64]
-_STORE_TS_V4, _STORE_TS_V6 = 56, 68
 
 
 def _outcome(function, *args):
@@ -78,27 +78,6 @@ class _Segment:
         self.destroyed = destroyed
 
 
-def _reader(files, first_from, segment_bytes, count, slow):
-    """store.lookups' store-time reader over fake segments (the same checks, in the same order)."""
-    def store_time_of(phy_offset, size):
-        if phy_offset < first_from:
-            return -1
-        index = (phy_offset - first_from) // segment_bytes
-        if index < count:
-            mapped = files[index]
-            position = phy_offset - mapped.file_from_offset
-            if 0 <= position < segment_bytes and not mapped.destroyed:
-                limit = mapped.read_position
-                if position + 40 <= limit:
-                    buffer = mapped.buffer
-                    sys_flag = struct.unpack_from(">i", buffer, position + 36)[0]
-                    position += _STORE_TS_V6 if sys_flag & 0x10 else _STORE_TS_V4
-                    if position + 8 <= limit:
-                        return struct.unpack_from(">q", buffer, position)[0]
-        return slow(phy_offset, size)
-    return store_time_of
-
-
 def cq_search_nearest(fuzzer) -> bool:
     """One cq_search_nearest input; True when it was compared with the twin."""
     rng = fuzzer.rng
@@ -138,7 +117,7 @@ def cq_search_nearest(fuzzer) -> bool:
     pick = (lambda usual: usual if rng.random() < 0.9 else rng.choice(_EDGES))
     # The reader and the C see the same segments (store.lookups builds both from one snapshot).
     first_from, segment_bytes, count = pick(first_from), pick(segment_bytes), pick(count)
-    reader = _reader(files, first_from, segment_bytes, count, slow)
+    reader = segment_store_time_reader(files, first_from, segment_bytes, count, slow)
     args = (bytes(units), pick(rng.choice([0, 1])), pick(rng.choice([n - 1, n, n + 3])),
             pick(rng.randrange(-2**63, 2**63) if rng.random() < 0.5 else rng.randrange(0, 2**40)),
             pick(rng.choice([0, first_from, -2**63])), files, first_from, segment_bytes, count)
