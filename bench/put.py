@@ -80,6 +80,12 @@ def one_case(args, mode: str, body_bytes: int, threads: int, count: int):
                 store.close()
         return n / put_s, n / indexed_s
 
+    return common.interleaved(common.reps_for(args),
+                              {"ours": ours, "reference": appender_reference(args, body_bytes, count)})
+
+
+def appender_reference(args, body_bytes: int, count: int):
+    """The C appender's run for `count` records of `body_bytes` (records/s, None without it)."""
     # 91 fixed bytes + topic + the properties our messages carry (TAGS, KEYS, UNIQ_KEY)
     record_bytes = 91 + body_bytes + len("BenchTopic") + 80
     total_mb = max(8, math.ceil(count * record_bytes / (1 << 20)))
@@ -88,8 +94,7 @@ def one_case(args, mode: str, body_bytes: int, threads: int, count: int):
         with common.scratch_dir(args, "appender") as root:
             out = common.run_reference("appender", [root, body_bytes, total_mb, 1, 0, 8, 64])
         return None if out is None else out["rec_per_s"]
-
-    return common.interleaved(common.reps_for(args), {"ours": ours, "reference": reference})
+    return reference
 
 
 def run(args, report: common.Report) -> None:

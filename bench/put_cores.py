@@ -13,11 +13,10 @@ reaching the end). Reference: the C appender, interleaved, as in `bench.put`.
 
 from __future__ import annotations
 
-import math
 import time
 
 from bench import common
-from bench.put import _work_for, put_round
+from bench.put import _work_for, appender_reference, put_round
 
 BODY_BYTES = 1024
 
@@ -39,13 +38,7 @@ def _ours(args, mode: str, count: int):
 
 def run(args, report: common.Report) -> None:
     count = 512 if args.size == "smoke" else 20_000
-    record_bytes = 91 + BODY_BYTES + len("BenchTopic") + 80
-    total_mb = max(8, math.ceil(count * record_bytes / (1 << 20)))
-
-    def reference():
-        with common.scratch_dir(args, "appender") as root:
-            out = common.run_reference("appender", [root, BODY_BYTES, total_mb, 1, 0, 8, 64])
-        return None if out is None else out["rec_per_s"]
+    reference = appender_reference(args, BODY_BYTES, count)
 
     for mode in ("single", "batch32"):
         results = common.interleaved(common.reps_for(args, full=5), {
