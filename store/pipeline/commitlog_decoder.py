@@ -2,8 +2,10 @@
 
 The records of a segment or split are found by `store.pipeline.commitlog_scan` (`RecordScanner`: one
 `kernel.scan` row of int64s per record). `RecordDecoder` builds the requested columns of a batch of rows
-(`ScanLayout`): fixed fields straight from the rows, variable ones as Arrow arrays cut from the mapped
-file in C++ (`arrowkit.ragged_*`), the property map parsed for all records at once (`properties_vec`).
+(`ScanLayout`): fixed fields straight from the rows; the variable ones, reconsume_times and tags_code
+from one `kernel.decode_columns` call in C (`columns_native`) when the kernel is compiled, otherwise
+(and for the odd column it flags) as Arrow arrays cut from the mapped file in C++ (`arrowkit.ragged_*`),
+the property map parsed for all records at once (`properties_vec`).
 `RowFilter` keeps the rows of some topics and a store-time range.
 """
 
@@ -16,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from store import kernel
+from store.pipeline import columns_native
 from store.pipeline.arrowkit import (
     binary_array, gather_int, java_hashes, ragged_binary, ragged_slices, ragged_string, string_array,
 )
@@ -112,10 +115,12 @@ class ScanLayout:
 class RecordDecoder:
     """Builds the requested columns of a `ScanLayout` over `buf` (the segment's bytes)."""
 
-    def __init__(self, buf: np.ndarray, file_from_offset: int, file_name: str):
+    def __init__(self, buf: np.ndarray, file_from_offset: int, file_name: str, *,
+                 native: bool = columns_native.AVAILABLE):
         self.buf = buf
         self.file_from_offset = file_from_offset
         self.file_name = file_name
+        self.native = native        # variable-length columns from one kernel.decode_columns call
 
     def topics(self, layout: ScanLayout) -> pa.Array:
         if "topic" not in layout.cache:
@@ -197,7 +202,8 @@ class RecordDecoder:
         return layout.cache["properties"]
 
     def batch(self, layout: ScanLayout, columns: list[str]) -> pa.RecordBatch:
-        arrays = [self.column(name, layout) for name in columns]
+        built = columns_native.decode(self.buf, layout, columns, COMMITLOG_COLUMNS) if self.native else {}
+        arrays = [built[name] if name in built else self.column(name, layout) for name in columns]
         schema = pa.schema([(name, COMMITLOG_COLUMNS[name]) for name in columns])
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 

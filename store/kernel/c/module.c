@@ -17,6 +17,7 @@ static PyMethodDef methods[] = {
     {"tags_codes", rmq_tags_codes, METH_VARARGS, rmq_tags_codes_doc},
     {"index_put", rmq_index_put, METH_VARARGS, rmq_index_put_doc},
     {"unit_runs", rmq_unit_runs, METH_VARARGS, rmq_unit_runs_doc},
+    {"decode_columns", rmq_decode_columns, METH_VARARGS, rmq_decode_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 
