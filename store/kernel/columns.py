@@ -35,6 +35,14 @@ _BE32 = struct.Struct(">i")
 _PORT = struct.Struct(">I")
 
 
+def _flat(obj) -> memoryview:
+    """A flat byte view of a buffer (as the C's y*/w* see it; an empty one of any shape too)."""
+    view = memoryview(obj)
+    if view.nbytes == 0:
+        return memoryview(bytearray() if not view.readonly else b"")
+    return view.cast("B")
+
+
 def _span_ok(pos: int, n: int, size: int) -> bool:
     return pos >= 0 and n >= 0 and pos <= size and n <= size - pos
 
@@ -96,7 +104,7 @@ def _outputs(alloc, sizes: list[int]) -> list[tuple[object, memoryview]]:
     out = []
     for size in sizes:
         obj = alloc(size)
-        view = memoryview(obj).cast("B")
+        view = _flat(obj)
         if view.readonly:
             raise BufferError("Object is not writable.")
         if view.nbytes < size or (size and np.frombuffer(view, np.uint8).ctypes.data % 8):
@@ -107,8 +115,8 @@ def _outputs(alloc, sizes: list[int]) -> list[tuple[object, memoryview]]:
 
 def _decode_columns_py(buf, rows, want, alloc):
     _refuse_overflow((want, "i"))
-    view = memoryview(buf).cast("B")
-    rows_view = memoryview(rows).cast("B")
+    view = _flat(buf)
+    rows_view = _flat(rows)
     if rows_view.nbytes % (SCAN_FIELDS * 8) or (rows_view.nbytes and not _aligned(rows)):
         raise ValueError("rows must be an aligned whole number of scan rows")
     if want < 0 or want > WANT_ALL:

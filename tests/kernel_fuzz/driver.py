@@ -21,6 +21,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | index_select, cq_search_nearest, read_message | see tests/kernel_fuzz/lookup_targets.py  | their `*_py` twins |
 | decode_records | corpus records, some with lengths forged, cut or non-ASCII tails (decode_target.py) | `decode._decode_records_py` |
 | pull_unfiltered | a seed as a segment, a window of units into it, edge limits (pull_target.py) | when C answers: the Python pull path's answer |
+| decode_columns | the rows scan found, sometimes forged; random wants; exact or short outputs (columns_target.py) | `columns._decode_columns_py` |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -52,7 +53,8 @@ if os.environ.get("RMQ_KERNEL") != "python":
 from store import kernel  # noqa: E402  (after the environment check)
 from store.api import Message  # noqa: E402
 from store.commitlog import put_path  # noqa: E402
-from tests.kernel_fuzz import decode_target, dispatch_targets, lookup_targets, pull_target  # noqa: E402
+from tests.kernel_fuzz import (  # noqa: E402
+    columns_target, decode_target, dispatch_targets, lookup_targets, pull_target)
 from tests.kernel_fuzz.edges import (  # noqa: E402
     INT64_EDGES, OUT_OF_RANGE, POSITION_EDGES, Disagreement, outcome)
 
@@ -101,7 +103,7 @@ class Fuzzer:
                                                 "java_hashes", "encode_put", "tags_codes",
                                                 "unit_runs", "index_put", "index_select",
                                                 "cq_search_nearest", "read_message", "decode_records",
-                                                "pull_unfiltered")}
+                                                "pull_unfiltered", "decode_columns")}
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
@@ -203,6 +205,7 @@ class Fuzzer:
             self.index_hashes(buf, out_c[:got_c[1][0]].copy())
             self.tags_codes(buf, out_c[:got_c[1][0]].copy())
             dispatch_targets.unit_runs(self, buf, out_c[:got_c[1][0]].copy())
+            columns_target.decode_columns(self, buf, out_c[:got_c[1][0]].copy(), outcome, Disagreement)
 
     def tags_codes(self, buf: bytes, rows: np.ndarray) -> None:
         dispatch_targets.tags_codes(self, buf, rows)
