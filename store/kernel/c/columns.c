@@ -21,10 +21,11 @@ enum { S_BORN, S_STORE, S_MSGID, S_BODY, S_TOPIC, S_PROPS, S_TAGS, S_KEYS, S_UNI
 #define TAGS_ASK INT64_MIN
 
 /* 1 when p[0:n] is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF),
- * as Arrow's string validation and Python's strict decoder judge it. */
+ * as Arrow's string validation and Python's strict decoder judge it; 2 when it is all ASCII. */
 static int utf8_ok(const unsigned char *p, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
+    int ascii = 2;
     while (i < n) {
         if (n - i >= 8) {
             uint64_t w;
@@ -39,6 +40,7 @@ static int utf8_ok(const unsigned char *p, Py_ssize_t n)
             i++;
             continue;
         }
+        ascii = 1;
         Py_ssize_t need;
         unsigned char lo = 0x80, hi = 0xBF;
         if (c >= 0xC2 && c <= 0xDF)
@@ -62,7 +64,7 @@ static int utf8_ok(const unsigned char *p, Py_ssize_t n)
                 return 0;
         i += need + 1;
     }
-    return 1;
+    return ascii;
 }
 
 static unsigned char *put_decimal(unsigned char *o, uint32_t v)
@@ -173,6 +175,8 @@ typedef struct {
     Py_ssize_t len, cap[N_DATA + 1];   /* bytes of buf; room of each data buffer, then of entries */
     Py_ssize_t used[N_DATA], entries;
     int flags, changed;                /* changed: a row no longer fits what the sizing pass saw */
+    const unsigned char *last_host[2]; /* put_host: the born and store host bytes of the last record */
+    int last_v6[2];
 } fill_state;
 
 static void copy_value(fill_state *st, int slot, Py_ssize_t i, int64_t pos, int64_t len, int check)
@@ -184,6 +188,26 @@ static void copy_value(fill_state *st, int slot, Py_ssize_t i, int64_t pos, int6
             st->flags |= 1 << slot;
         st->used[slot] += len;
     }
+    off[i + 1] = (int32_t)st->used[slot];
+}
+
+/* The host text of slot S_BORN or S_STORE for record i. Hosts repeat (one store host, a few
+ * producers): when the 8 or 20 bytes are the previous record's, its text is copied. */
+static void put_host(fill_state *st, int slot, Py_ssize_t i, const unsigned char *host, int v6)
+{
+    int32_t *off = st->off + (Py_ssize_t)slot * (st->n + 1);
+    unsigned char *o = st->data[slot] + st->used[slot];
+    Py_ssize_t w = v6 ? 20 : 8, n;
+    if (i > 0 && st->last_host[slot - S_BORN] != NULL && st->last_v6[slot - S_BORN] == v6 &&
+        memcmp(st->last_host[slot - S_BORN], host, (size_t)w) == 0) {
+        n = off[i] - off[i - 1];
+        memcpy(o, st->data[slot] + off[i - 1], (size_t)n);
+    } else {
+        n = host_text(o, host, v6);
+    }
+    st->last_host[slot - S_BORN] = host;
+    st->last_v6[slot - S_BORN] = v6;
+    st->used[slot] += n;
     off[i + 1] = (int32_t)st->used[slot];
 }
 
@@ -214,14 +238,10 @@ static void fill(fill_state *st)
         int born_v6 = (r[F_SYS_FLAG] & SYSFLAG_BORNHOST_V6) != 0;
         int store_v6 = (r[F_SYS_FLAG] & SYSFLAG_STOREHOST_V6) != 0;
         const unsigned char *born = b + pos + 48, *store = b + pos + 56 + (born_v6 ? 20 : 8);
-        if (want & (1 << S_BORN)) {
-            st->used[S_BORN] += host_text(st->data[S_BORN] + st->used[S_BORN], born, born_v6);
-            st->off[(Py_ssize_t)S_BORN * (st->n + 1) + i + 1] = (int32_t)st->used[S_BORN];
-        }
-        if (want & (1 << S_STORE)) {
-            st->used[S_STORE] += host_text(st->data[S_STORE] + st->used[S_STORE], store, store_v6);
-            st->off[(Py_ssize_t)S_STORE * (st->n + 1) + i + 1] = (int32_t)st->used[S_STORE];
-        }
+        if (want & (1 << S_BORN))
+            put_host(st, S_BORN, i, born, born_v6);
+        if (want & (1 << S_STORE))
+            put_host(st, S_STORE, i, store, store_v6);
         if (want & (1 << S_MSGID)) {
             st->used[S_MSGID] += msg_id_text(st->data[S_MSGID] + st->used[S_MSGID], store, store_v6,
                                              r[F_PHY_OFFSET]);
@@ -244,12 +264,16 @@ static void fill(fill_state *st)
              * \x01, neither empty; of a repeated name the last entry is kept, in its place. */
             const unsigned char *p = b + r[F_PROPS_POS];
             Py_ssize_t n = r[F_PROPS_LEN], start = 0, first = st->entries;
+            /* Text of an all-ASCII PROPERTIES (the usual case) needs no UTF-8 check per entry. */
+            int checked = (st->flags & (1 << S_MAP)) || utf8_ok(p, n) == 2;
             while (start <= n) {
-                const unsigned char *end_ptr = memchr(p + start, 0x02, (size_t)(n - start));
-                Py_ssize_t end = end_ptr ? end_ptr - p : n;
-                const unsigned char *sep_ptr = memchr(p + start, 0x01, (size_t)(end - start));
-                if (sep_ptr && sep_ptr - p > start && sep_ptr - p < end - 1) {
-                    Py_ssize_t sep = sep_ptr - p, name_len = sep - start;
+                /* One pass to the piece's end (\x02 or the field's), noting its first \x01. */
+                Py_ssize_t end = start, sep = -1;
+                for (; end < n && p[end] != 0x02; end++)
+                    if (p[end] == 0x01 && sep < 0)
+                        sep = end;
+                if (sep > start && sep < end - 1) {
+                    Py_ssize_t name_len = sep - start;
                     /* An earlier entry of this record with the same name is dropped (the map keeps
                      * the last one, in its place): remove it, moving the later entries down. */
                     for (Py_ssize_t e = first; e < st->entries; e++) {
@@ -273,9 +297,10 @@ static void fill(fill_state *st)
                     Py_ssize_t value_len = end - sep - 1;
                     memcpy(st->data[D_NAMES] + st->used[D_NAMES], p + start, (size_t)name_len);
                     memcpy(st->data[D_VALUES] + st->used[D_VALUES], p + sep + 1, (size_t)value_len);
-                    if (!(st->flags & (1 << S_MAP)) &&
-                        (!utf8_ok(p + start, name_len) || !utf8_ok(p + sep + 1, value_len)))
+                    if (!checked && (!utf8_ok(p + start, name_len) || !utf8_ok(p + sep + 1, value_len))) {
                         st->flags |= 1 << S_MAP;
+                        checked = 1;
+                    }
                     st->used[D_NAMES] += name_len;
                     st->used[D_VALUES] += value_len;
                     st->entries++;
@@ -386,7 +411,7 @@ PyObject *rmq_decode_columns(PyObject *self, PyObject *args)
     memset(views[0].buf, 0, (size_t)sizes[0]);
     fill_state st = {buf.buf, rows.buf, n, want, views[0].buf, {NULL}, views[N_DATA + 1].buf,
                      views[N_DATA + 2].buf, views[N_DATA + 3].buf, views[N_DATA + 4].buf, len,
-                     {0}, {0}, 0, 0, 0};
+                     {0}, {0}, 0, 0, 0, {NULL, NULL}, {0, 0}};
     for (int d = 0; d < N_DATA; d++) {
         st.data[d] = views[1 + d].buf;
         st.cap[d] = sizes[1 + d];
