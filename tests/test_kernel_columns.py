@@ -187,3 +187,85 @@ def test_twin_alone_decodes_records():
     first_born = np.frombuffer(offsets, np.int32)[1]
     assert bytes(data[columns.SLOT["born_host"]])[:first_born] == b"[2001:db8:0:0:0:0:0:1]:1234"
     assert flags == 0 and used[columns.N_DATA] == 4          # TAGS, KEYS; B, A (the last A)
+
+
+def _walks(buf, start, stop):
+    from store.pipeline.commitlog_scan import _walk_by_scan, _walk_headers
+    results = []
+    for walk in (_walk_headers, _walk_by_scan):
+        r = walk(buf, start, min(stop, len(buf)))
+        results.append((r.positions.tolist(), r.sizes.tolist(), r.magics.tolist(), r.end_position, r.end_kind))
+    return results
+
+
+@native
+@pytest.mark.parametrize("seed", range(4))
+def test_walk_headers_is_the_scan_walk(seed):
+    """walk_records' C header walk and its walk by scan runs agree, on fixtures and damaged copies."""
+    rng = random.Random(seed)
+    for fixture in FIXTURES:
+        for buf, _, scanner in _segments(fixture):
+            if scanner is not RecordScanner:
+                continue
+            data = bytearray(buf[: min(len(buf), 256 << 10)])
+            for _ in range(seed * 3):                      # damaged: headers and bodies
+                data[rng.randrange(len(data))] = rng.choice([0x00, 0xFF, 0xDA, 0xCB, 0x7F])
+            if seed == 3:
+                del data[rng.randrange(len(data)):]        # cut
+            data = np.frombuffer(bytes(data), np.uint8)
+            starts = [0] + list(_walks(data, 0, len(data))[0][0][1:4])
+            for start in starts:
+                for stop in (len(data), len(data) + 9, start + 1, rng.randrange(len(data) + 1)):
+                    fast, slow = _walks(data, start, stop)
+                    assert fast == slow, (fixture, start, stop)
+
+
+@native
+def test_walk_headers_c_equals_twin_and_refuses_alike():
+    buf = np.frombuffer(bytes(_records(ODD)) + bytes(16), np.uint8)
+    for start, stop, capacity in ((0, len(buf), 64), (0, len(buf), 2), (0, 10**9, 0), (5, len(buf), 4),
+                                  (len(buf), len(buf) + 1, 1), (len(buf) - 3, len(buf), 1), (-1, 5, 1)):
+        got = []
+        for walk in (kernel._native.walk_headers, columns._walk_headers_py):
+            out = np.full(capacity, -7, np.int64)
+            try:
+                got.append(("ok", walk(buf, start, stop, out), out.tolist()))
+            except Exception as error:
+                got.append(("raise", type(error).__name__, str(error)))
+        assert got[0] == got[1], (start, stop, capacity)
+    out = np.zeros(3, np.int64)
+    for walk in (kernel._native.walk_headers, columns._walk_headers_py):
+        with pytest.raises(ValueError, match="aligned int64"):
+            walk(buf, 0, 10, out.view(np.uint8)[1:9])
+
+
+@pytest.mark.parametrize("fixture", FIXTURES[:3], ids=[fixture_id(f) for f in FIXTURES[:3]])
+def test_decode_threads_give_the_sequential_batches(fixture):
+    from store.pipeline.segment_reader import SegmentReader, plan_splits
+    many = False
+    for split in plan_splits(list_commit_log(str(fixture / "store"))):
+        readers = [SegmentReader(split, batch_bytes=2048, decode_threads=threads) for threads in (1, 2, 3)]
+        batches = [list(reader.batches()) for reader in readers]
+        many |= len(batches[0]) > 2
+        for other in batches[1:]:
+            assert len(other) == len(batches[0]) and all(a.equals(b) for a, b in zip(batches[0], other))
+        assert readers[1].end == readers[0].end == readers[2].end
+    assert many
+
+
+def test_a_scan_error_comes_after_the_batches_before_it():
+    from store.pipeline.segment_reader import SegmentReader, SegmentSplit
+    buf = _records(ODD)
+    rows = _rows(buf)
+
+    def parts():
+        for i in range(3):
+            yield ScanLayout(rows[i:i + 1])
+        raise RuntimeError("damaged at offset 123")
+
+    reader = SegmentReader(SegmentSplit("x", 0), columns=["topic", "phy_offset"], decode_threads=2)
+    got = []
+    with pytest.raises(RuntimeError, match="offset 123"):
+        for batch in reader._decoded_in_threads(parts(), RecordDecoder(buf, 0, "x")):
+            got.append(batch.column("topic")[0].as_py())
+    assert got == ["TopicA", "TopicA", "TopicA"]

@@ -26,6 +26,7 @@ which use it, stay at the bottom of the import graph.
 | unit_runs       | consume-queue units of scan rows grouped by queue, twin in `dispatch_twins` |
 | index_put       | `IndexFile.put_keys` into the map (entries, chains, slots), twin in `dispatch_twins` |
 | decode_columns  | the pipeline's commit-log columns of scan rows as Arrow-style buffers (`columns.py`, GIL released) |
+| walk_headers    | record starts by TOTALSIZE and magic alone, for planning splits (`columns.py`) |
 
 The loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL in C, so the
 dispatch thread's native work runs beside the put thread (c/kernel.h says why that is safe).

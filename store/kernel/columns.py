@@ -8,6 +8,9 @@ the kernel does not compute (non-ASCII TAGS, SCHEDULE_TOPIC_XXXX records) are fl
 builds those columns the numpy way. `_decode_columns_py` is the twin: the same outputs and the same
 refusals, record by record in Python (tests/test_kernel_columns.py compares them; tests/kernel_fuzz
 fuzzes the C).
+
+`walk_headers` (C in the same file, twin `_walk_headers_py`) follows TOTALSIZE alone for
+`store.pipeline.commitlog_scan.walk_records` (planning splits, streaming), 8 bytes read per record.
 """
 
 from __future__ import annotations
@@ -217,6 +220,40 @@ def _tags_code(view, at: int, length: int) -> tuple[int, bool]:
     return (h - (1 << 32) if h & 0x80000000 else h), False
 
 
+WALK_STOP, WALK_FILE, WALK_BLANK, WALK_ZEROS, WALK_INVALID, WALK_FULL = range(6)
+_MAGICS = (-626843481, -626843477)
+_BLANK = -875286124
+_HEADER = struct.Struct(">ii")
+
+
+def _walk_headers_py(buf, start: int, stop: int, out):
+    _refuse_overflow((start, "n"), (stop, "n"))
+    view = _flat(buf)
+    out_view = _flat(out)
+    if out_view.nbytes % 8 or (out_view.nbytes and not _aligned(out)):
+        raise ValueError("out must be an aligned int64 array")
+    if start < 0:
+        raise ValueError("start must not be negative")
+    positions = np.frombuffer(out_view, dtype=np.int64) if out_view.nbytes else np.zeros(0, np.int64)
+    size = len(view)
+    count, pos = 0, start
+    while True:
+        if pos >= stop:
+            return count, pos, WALK_STOP if pos < size else WALK_FILE
+        if pos > size - 8:
+            return count, pos, WALK_INVALID
+        total, magic = _HEADER.unpack_from(view, pos)
+        if magic in _MAGICS and total >= 91 and total <= size - pos:
+            if count == positions.shape[0]:
+                return count, pos, WALK_FULL
+            positions[count] = pos
+            count += 1
+            pos += total
+            continue
+        kind = WALK_BLANK if magic == _BLANK else WALK_ZEROS if total == 0 and magic == 0 else WALK_INVALID
+        return count, pos, kind
+
+
 def _aligned(rows) -> bool:
     """Whether the rows' buffer starts on an 8-byte boundary (as the C requires)."""
     try:
@@ -226,3 +263,4 @@ def _aligned(rows) -> bool:
 
 
 decode_columns = _native.decode_columns if COMPILED else _decode_columns_py
+walk_headers = _native.walk_headers if COMPILED else _walk_headers_py

@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from store import kernel
 from store.pipeline.commitlog_decoder import COMMITLOG_COLUMNS, RecordDecoder, RowFilter, ScanLayout
 from store.pipeline.commitlog_scan import RecordScanner, walk_records
 from store.pipeline.layout import SegmentFile
 
 DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
+# Batches decoded at once by one reader (its scan runs beside them): both cores when the kernel is
+# compiled (its scan and decode_columns release the GIL); the numpy path holds the GIL too much to gain.
+DECODE_THREADS = min(2, os.cpu_count() or 1) if kernel.COMPILED else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +87,7 @@ class SegmentReader:
         row_filter: RowFilter | None = None,
         check_crc: bool = False,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
+        decode_threads: int = DECODE_THREADS,
     ):
         self.split = split
         self.columns = list(COMMITLOG_COLUMNS) if columns is None else list(columns)
@@ -90,6 +97,7 @@ class SegmentReader:
         self.row_filter = row_filter or RowFilter()
         self.check_crc = check_crc
         self.batch_bytes = batch_bytes
+        self.decode_threads = decode_threads
         self.end: SegmentEnd | None = None
 
     def batches(self) -> Iterator[pa.RecordBatch]:
@@ -106,14 +114,48 @@ class SegmentReader:
             scanner = RecordScanner(buf, self.split.start_position, self.split.stop_position,
                                     check_crc=self.check_crc, batch_bytes=self.batch_bytes)
         decoder = RecordDecoder(buf, self.split.file_from_offset, os.path.basename(self.split.path))
+        parts = self._parts(scanner, decoder)
+        if self.decode_threads <= 1:
+            for part in parts:
+                yield decoder.batch(part, self.columns)
+        else:
+            yield from self._decoded_in_threads(parts, decoder)
+        self.end = SegmentEnd(self.split.file_from_offset + scanner.end_position, scanner.end_kind, scanner.records)
+
+    def _parts(self, scanner, decoder: RecordDecoder) -> Iterator[ScanLayout]:
         for rows in scanner.batches():
             part = ScanLayout(rows)
             keep = self.row_filter.mask(decoder, part)
             if keep is not None:
                 part = part.take(np.flatnonzero(keep))
             if len(part):
-                yield decoder.batch(part, self.columns)
-        self.end = SegmentEnd(self.split.file_from_offset + scanner.end_position, scanner.end_kind, scanner.records)
+                yield part
+
+    def _decoded_in_threads(self, parts: Iterator[ScanLayout], decoder: RecordDecoder) -> Iterator[pa.RecordBatch]:
+        """The batches of `parts` in order, decoded `decode_threads` at a time while the scan goes on
+        (kernel.scan and kernel.decode_columns release the GIL, so they run on both cores). A scan
+        error is raised after the batches before it, as the sequential loop would."""
+        with ThreadPoolExecutor(self.decode_threads, thread_name_prefix="segment-decode") as pool:
+            pending: deque = deque()
+            parts = iter(parts)
+            try:
+                while True:
+                    try:
+                        part = next(parts)
+                    except StopIteration:
+                        break
+                    except Exception:
+                        while pending:               # the batches before the failure first
+                            yield pending.popleft().result()
+                        raise
+                    pending.append(pool.submit(decoder.batch, part, self.columns))
+                    if len(pending) >= self.decode_threads:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
+            finally:
+                for future in pending:               # closed early, or a decode failed
+                    future.cancel()
 
 
 def plan_splits(segments: list[SegmentFile], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[SegmentSplit]:

@@ -50,3 +50,22 @@ def decode_columns(fuzzer, buf: bytes, rows: np.ndarray, outcome, disagreement) 
         got_py = outcome(lambda: _filled(columns._decode_columns_py(buf, rows, want, alloc)))
         if got_c != got_py:
             raise disagreement(f"decode_columns: C {str(got_c)[:300]} != Python {str(got_py)[:300]}")
+
+
+def walk_headers(fuzzer, buf: bytes, outcome, disagreement) -> None:
+    """The mutated buffer walked from an ordinary or edge start, to an edge stop, into a small out."""
+    rng = fuzzer.rng
+    start = rng.choice([0, 0, rng.randrange(len(buf) + 16)] + POSITION_EDGES[:8])
+    stop = rng.choice([len(buf), len(buf) + 1, rng.randrange(len(buf) + 16)] + POSITION_EDGES[:8])
+    capacity = rng.choice([0, 1, 2, 64])
+    fuzzer.last_input = {"target": "walk_headers", "buf": buf.hex(), "start": start, "stop": stop,
+                         "capacity": capacity}
+    out_c = np.full(capacity, -7, np.int64)
+    got_c = outcome(fuzzer.native.walk_headers, buf, start, stop, out_c)
+    fuzzer.executions["walk_headers"] += 1
+    if fuzzer._compare():
+        fuzzer.compared["walk_headers"] += 1
+        out_py = np.full(capacity, -7, np.int64)
+        got_py = outcome(columns._walk_headers_py, buf, start, stop, out_py)
+        if got_c != got_py or not np.array_equal(out_c, out_py):
+            raise disagreement(f"walk_headers: C {got_c} != Python {got_py}")

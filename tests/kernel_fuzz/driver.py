@@ -22,6 +22,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | decode_records | corpus records, some with lengths forged, cut or non-ASCII tails (decode_target.py) | `decode._decode_records_py` |
 | pull_unfiltered | a seed as a segment, a window of units into it, edge limits (pull_target.py) | when C answers: the Python pull path's answer |
 | decode_columns | the rows scan found, sometimes forged; random wants; exact or short outputs (columns_target.py) | `columns._decode_columns_py` |
+| walk_headers  | the mutated scan input from edge starts and stops into small outs (columns_target.py) | `columns._walk_headers_py` |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -103,7 +104,7 @@ class Fuzzer:
                                                 "java_hashes", "encode_put", "tags_codes",
                                                 "unit_runs", "index_put", "index_select",
                                                 "cq_search_nearest", "read_message", "decode_records",
-                                                "pull_unfiltered", "decode_columns")}
+                                                "pull_unfiltered", "decode_columns", "walk_headers")}
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
@@ -185,6 +186,7 @@ class Fuzzer:
             rng.choice(POSITION_EDGES + OUT_OF_RANGE[:2])
         check_crc = rng.choice([0, 1, 2])       # none, BODYCRC, the [5.x] __CRC32# (forceVerifyPropCRC)
         capacity = rng.choice([1, 2, 3, 64])
+        columns_target.walk_headers(self, buf, outcome, Disagreement)
         self.last_input = {"target": "scan", "buf": buf.hex(), "start": start, "limit": limit,
                            "check_crc": check_crc, "capacity": capacity}
         out_c = kernel.scan_buffer(capacity)

@@ -454,3 +454,64 @@ done:
     PyBuffer_Release(&rows);
     return result;
 }
+
+const char rmq_walk_headers_doc[] = (
+"walk_headers(buf, start, stop, out) -> (count, position, kind)\n\n"
+"Follow TOTALSIZE from `start` (store.pipeline.commitlog_scan.walk_records): a record counts when\n"
+"it starts before `stop`, its magic is a message magic, its size at least 91 and it fits in `buf`;\n"
+"its start goes to the int64 array `out`. Stops with kind WALK_STOP (position >= stop, inside buf),\n"
+"WALK_FILE (at or past the end of buf), WALK_BLANK, WALK_ZEROS (size and magic 0), WALK_INVALID\n"
+"(anything else, a header cut by the end included) or WALK_FULL (out is full: call again from\n"
+"position). Reads 8 bytes per record, nothing else.");
+
+enum { WALK_STOP, WALK_FILE, WALK_BLANK, WALK_ZEROS, WALK_INVALID, WALK_FULL };
+
+PyObject *rmq_walk_headers(PyObject *self, PyObject *args)
+{
+    Py_buffer buf, out;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "y*nnw*:walk_headers", &buf, &start, &stop, &out))
+        return NULL;
+    PyObject *result = NULL;
+    if (out.len % 8 || ((uintptr_t)out.buf & 7)) {
+        PyErr_SetString(PyExc_ValueError, "out must be an aligned int64 array");
+        goto done;
+    }
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "start must not be negative");
+        goto done;
+    }
+    const unsigned char *b = buf.buf;
+    int64_t *positions = out.buf;
+    Py_ssize_t len = buf.len, capacity = out.len / 8, count = 0, pos = start;
+    int kind;
+    Py_BEGIN_ALLOW_THREADS                        /* no Python object below: see kernel.h */
+    while (1) {
+        if (pos >= stop) {
+            kind = pos < len ? WALK_STOP : WALK_FILE;
+            break;
+        }
+        if (pos > len - 8) {                      /* pos >= 0 and len >= 0: no overflow */
+            kind = WALK_INVALID;
+            break;
+        }
+        int32_t size = get32(b + pos), magic = get32(b + pos + 4);
+        if ((magic == MAGIC_V1 || magic == MAGIC_V2) && size >= 91 && size <= len - pos) {
+            if (count == capacity) {
+                kind = WALK_FULL;
+                break;
+            }
+            positions[count++] = pos;
+            pos += size;
+            continue;
+        }
+        kind = magic == MAGIC_BLANK ? WALK_BLANK : size == 0 && magic == 0 ? WALK_ZEROS : WALK_INVALID;
+        break;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("nni", count, pos, kind);
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&out);
+    return result;
+}

@@ -14,7 +14,8 @@
  * | pull.c    | pull_unfiltered: plan, slice and check an unfiltered pull's window in one call |
  * | dispatch.c| tags_codes, unit_runs, index_put: tagsCodes and consume-queue units of scan rows |
  * |           | grouped by queue, index entries into an index file's map                      |
- * | columns.c | decode_columns: the pipeline's columns of many scan rows, Arrow-style buffers   |
+ * | columns.c | decode_columns: the pipeline's columns of many scan rows, Arrow-style buffers;  |
+ * |           | walk_headers: record starts by TOTALSIZE alone (the pipeline's split planning)  |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
@@ -146,7 +147,8 @@ PyObject *rmq_index_put(PyObject *self, PyObject *args);
 PyObject *rmq_unit_runs(PyObject *self, PyObject *args);
 extern const char rmq_tags_codes_doc[], rmq_index_put_doc[], rmq_unit_runs_doc[];
 PyObject *rmq_decode_columns(PyObject *self, PyObject *args);     /* columns.c */
-extern const char rmq_decode_columns_doc[];
+PyObject *rmq_walk_headers(PyObject *self, PyObject *args);
+extern const char rmq_decode_columns_doc[], rmq_walk_headers_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
     rmq_java_hashes_doc[], rmq_index_hashes_doc[];
 

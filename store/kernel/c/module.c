@@ -18,6 +18,7 @@ static PyMethodDef methods[] = {
     {"index_put", rmq_index_put, METH_VARARGS, rmq_index_put_doc},
     {"unit_runs", rmq_unit_runs, METH_VARARGS, rmq_unit_runs_doc},
     {"decode_columns", rmq_decode_columns, METH_VARARGS, rmq_decode_columns_doc},
+    {"walk_headers", rmq_walk_headers, METH_VARARGS, rmq_walk_headers_doc},
     {NULL, NULL, 0, NULL},
 };
 
