@@ -7,7 +7,7 @@ migrate) write to a directory they are given, never into the store they read.
 | modules                                                   | what                                        |
 |-----------------------------------------------------------|---------------------------------------------|
 | `layout`, `segment_reader`                                | finding a store's files; reading a segment or a split of it |
-| `commitlog_scan`, `commitlog_decoder`, `cq_decoder`, `index_decoder` | files -> Arrow record batches, vectorised |
+| `commitlog_scan`, `commitlog_decoder`, `columns_native`, `cq_decoder`, `index_decoder` | files -> Arrow record batches, vectorised |
 | `arrowkit`, `hosts`, `properties_vec`                     | numpy -> Arrow building blocks              |
 | `frames`                                                  | the decoders outside Spark: Arrow tables and pandas frames |
 | `spark_sources`, `streaming`, `source_options`            | `spark.read/readStream.format("rocketmq-...")` |

@@ -133,7 +133,7 @@ static int span_ok(int64_t pos, int64_t n, Py_ssize_t len)
 /* Whether row r's spans are inside buf (len bytes); if so the bytes each output takes for it in
  * `add` (exact, or the text bound of hosts; the map's names and values: at most its properties) and
  * the map entries it can give at most (3 bytes and a separator each) in add[N_DATA]. */
-static int row_needs(const int64_t *r, Py_ssize_t len, int64_t add[N_DATA + 1])
+static inline int row_needs(const int64_t *r, Py_ssize_t len, int64_t add[N_DATA + 1])
 {
     int64_t bw = (r[F_SYS_FLAG] & SYSFLAG_BORNHOST_V6) ? 20 : 8;
     int64_t sw = (r[F_SYS_FLAG] & SYSFLAG_STOREHOST_V6) ? 20 : 8;
@@ -179,7 +179,7 @@ typedef struct {
     int last_v6[2];
 } fill_state;
 
-static void copy_value(fill_state *st, int slot, Py_ssize_t i, int64_t pos, int64_t len, int check)
+static inline void copy_value(fill_state *st, int slot, Py_ssize_t i, int64_t pos, int64_t len, int check)
 {
     int32_t *off = st->off + (Py_ssize_t)slot * (st->n + 1);
     if (pos >= 0 && len > 0) {
@@ -193,7 +193,7 @@ static void copy_value(fill_state *st, int slot, Py_ssize_t i, int64_t pos, int6
 
 /* The host text of slot S_BORN or S_STORE for record i. Hosts repeat (one store host, a few
  * producers): when the 8 or 20 bytes are the previous record's, its text is copied. */
-static void put_host(fill_state *st, int slot, Py_ssize_t i, const unsigned char *host, int v6)
+static inline void put_host(fill_state *st, int slot, Py_ssize_t i, const unsigned char *host, int v6)
 {
     int32_t *off = st->off + (Py_ssize_t)slot * (st->n + 1);
     unsigned char *o = st->data[slot] + st->used[slot];
