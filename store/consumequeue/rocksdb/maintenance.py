@@ -22,6 +22,9 @@ from rocksdict import ReadOptions, WriteBatch
 from store.codec import rocksdb_cq as codec
 
 EMPTY_QUEUE_OFFSET = -1  # _max state of a queue truncated to nothing (in memory only)
+# Third member of a _min value known in memory but not written yet (a new queue's first unit at 0):
+# written when first asked for, as RocketMQ writes a min entry on the first getMinOffsetInQueue.
+MIN_UNWRITTEN = "unwritten"
 
 
 class RocksDBQueueMaintenance:
@@ -53,6 +56,8 @@ class RocksDBQueueMaintenance:
             return cached[0] if cached else 0
         commit_log_min = self.commit_log_min_offset
         if cached is not None and cached[1] >= commit_log_min:
+            if len(cached) == 3:        # MIN_UNWRITTEN
+                self._put_min(queue, cached[0], cached[1])
             return cached[0]
         if state[1] < commit_log_min:
             new_min = (state[0] + 1, commit_log_min)  # every unit expired: the queue is empty
@@ -69,11 +74,14 @@ class RocksDBQueueMaintenance:
                 else:
                     high = mid
             new_min = (low, self._phy_at(topic, queue_id, low))
-        self._min[queue] = new_min
-        if not self.read_only and self.db is not None:
-            self._offsets[codec.offset_key(
-                topic, queue_id, codec.MIN_KIND)] = codec.offset_value(new_min[1], new_min[0])
+        self._put_min(queue, *new_min)
         return new_min[0]
+
+    def _put_min(self, queue: tuple[str, int], queue_offset: int, phy_offset: int) -> None:
+        self._min[queue] = (queue_offset, phy_offset)
+        if not self.read_only and self.db is not None:
+            self._offsets[codec.offset_key(*queue, codec.MIN_KIND)] = \
+                codec.offset_value(phy_offset, queue_offset)
 
     def correct_min_offset(self, commit_log_min_offset: int) -> None:
         """Remember the commit log's min offset; `min` entries follow lazily."""

@@ -8,7 +8,9 @@ at a file boundary and "the file is gone" never happens: a missing unit reads as
 Writes: one WriteBatch per `put_units` call: the units, then the `max` entry of every queue touched,
 then CHECKPOINT. The same duplicate rules as the file backend apply (a unit ending at or before the
 queue's last end is a repeat; a queue offset below the next one is already built), so both backends
-answer alike for one dispatch stream. `min` entries are corrected lazily when asked for (§13.3).
+answer alike for one dispatch stream. `min` entries are corrected lazily when asked for (§13.3); a
+new queue whose first unit is offset 0 gets none (RocketMQ writes none on creation either), only an
+in-memory one. The per-queue keys are made once per queue (`_queue_keys`), not per pass.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from store.codec import rocksdb_cq as codec
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CqUnit
 from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_boundary
 from store.consumequeue.rocksdb.db import open_read_only_shadow, open_writable, remove_shadow
-from store.consumequeue.rocksdb.maintenance import EMPTY_QUEUE_OFFSET, RocksDBQueueMaintenance
+from store.consumequeue.rocksdb.maintenance import (EMPTY_QUEUE_OFFSET, MIN_UNWRITTEN,
+                                                     RocksDBQueueMaintenance)
 from store.consumequeue.time_search import NEAREST, search_boundary, search_nearest
 from store.errors import CorruptDataError, ReadOnlyStoreError
 
@@ -67,6 +70,9 @@ def rocksdb_error(error: Exception, path: str) -> Exception:
     return CorruptDataError(os.path.join(path, name), int(found.group(2)),
                             f"RocksDB refuses the consume-queue database: {reason}")
 
+_NEW_QUEUE = (-1, -1, -1)  # _max state of a queue never seen: no unit, no end
+
+
 class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
     """ConsumeQueueStore over one RocksDB database."""
 
@@ -82,7 +88,10 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
         self.checkpoint_phy_end = -1
         # (topic, queue_id) -> (last queue offset, its phy_offset, end = phy_offset + size)
         self._max: dict[tuple[str, int], tuple[int, int, int]] = {}
-        self._min: dict[tuple[str, int], tuple[int, int]] = {}  # -> (queue offset, phy_offset)
+        # -> (queue offset, phy_offset), or (..., MIN_UNWRITTEN) while its `min` entry is not written
+        self._min: dict[tuple[str, int], tuple] = {}
+        # (topic, queue_id) -> (unit key prefix, `max` key): made once per queue, not per pass
+        self._queue_keys: dict[tuple[str, int], tuple[bytes, bytes]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -194,14 +203,27 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
         self._check_writable()
         with self._lock:
             batch = WriteBatch(raw_mode=True)
+            put = batch.put
+            units_cf = self._units_cf
+            known = self._max
+            keys_of = self._queue_keys
+            unit_key, unit_value = codec.cq_key_from_prefix, codec.cq_value
             touched: dict[tuple[str, int], tuple[int, int, int]] = {}
-            prefixes: dict[tuple[str, int], bytes] = {}
             batch_end = -1
             for request in requests:
                 queue = (request.topic, request.queue_id)
-                state = touched.get(queue) or self._max.get(queue) or (-1, -1, -1)
-                phy_offset, size = request.commit_log_offset, request.msg_size
-                if phy_offset + size <= state[2]:
+                state = touched.get(queue)
+                first = False       # the queue's first unit since it was created or emptied
+                if state is None:
+                    state = known.get(queue)
+                    if state is None:
+                        state = _NEW_QUEUE
+                        first = True
+                    elif state[0] == EMPTY_QUEUE_OFFSET:
+                        first = True
+                phy_offset = request.commit_log_offset
+                end = phy_offset + request.msg_size
+                if end <= state[2]:
                     continue  # duplicate dispatch
                 queue_offset = request.consume_queue_offset
                 if queue_offset <= state[0]:
@@ -209,29 +231,46 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
                 if queue_offset != state[0] + 1 and state[0] >= 0:
                     log.warning("logic queue order maybe wrong: %s-%d next %d, got %d",
                                 queue[0], queue[1], state[0] + 1, queue_offset)
-                if state[0] == EMPTY_QUEUE_OFFSET and queue not in touched:
-                    # Like a file queue re-created after its files were all cut (pre-fill rule).
-                    self._min[queue] = (queue_offset, phy_offset)
-                    batch.put(codec.offset_key(*queue, codec.MIN_KIND),
-                              codec.offset_value(phy_offset, queue_offset), self._offsets_cf)
-                prefix = prefixes.get(queue)
-                if prefix is None:
-                    prefixes[queue] = prefix = codec.cq_key_prefix(*queue)
-                batch.put(codec.cq_key_from_prefix(prefix, queue_offset),
-                          codec.cq_value(phy_offset, size, request.tags_code,
-                                         request.store_timestamp), self._units_cf)
-                touched[queue] = (queue_offset, phy_offset, phy_offset + size)
-                batch_end = max(batch_end, phy_offset + size)
+                keys = keys_of.get(queue)
+                if keys is None:
+                    keys_of[queue] = keys = codec.queue_keys(*queue)
+                if first:
+                    self._note_first_unit(batch, queue, queue_offset, phy_offset)
+                put(unit_key(keys[0], queue_offset),
+                    unit_value(phy_offset, request.msg_size, request.tags_code,
+                               request.store_timestamp), units_cf)
+                touched[queue] = (queue_offset, phy_offset, end)
+                if end > batch_end:
+                    batch_end = end
             if not touched:
                 return
-            for (topic, queue_id), (queue_offset, phy_offset, _) in touched.items():
-                batch.put(codec.offset_key(topic, queue_id, codec.MAX_KIND),
-                          codec.offset_value(phy_offset, queue_offset), self._offsets_cf)
+            # One `max` entry per queue touched, then CHECKPOINT, in the same WriteBatch as the
+            # units (RocketMQ's putMaxPhyAndCqOffset).
+            offsets_cf = self._offsets_cf
+            offset_value = codec.OFFSET_VALUE.pack
+            for queue, (queue_offset, phy_offset, _) in touched.items():
+                put(keys_of[queue][1], offset_value(phy_offset, queue_offset), offsets_cf)
             checkpoint = max(self.checkpoint_phy_end, batch_end)
-            batch.put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), self._offsets_cf)
+            put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), offsets_cf)
             self.db.write(batch)
-            self._max.update(touched)
+            known.update(touched)
             self.checkpoint_phy_end = checkpoint
+
+    def _note_first_unit(self, batch: WriteBatch, queue: tuple[str, int], queue_offset: int,
+                         phy_offset: int) -> None:
+        """The queue's min is its first unit (like a file queue created at that offset). A queue
+        never seen whose first unit is offset 0 gets no `min` entry in this batch, as in RocketMQ,
+        which writes none when a queue is created but on the first `getMinOffsetInQueue`: the
+        in-memory table learns it, marked unwritten (`get_min_offset` writes it when first asked).
+        An emptied queue (truncated to nothing, in memory or on disk by an old `min` entry) or one
+        starting past 0 gets its entry now, so that no reader finds an old min or searches from 0."""
+        stale = self._min.get(queue)
+        if queue_offset == 0 and stale is None and queue not in self._max:
+            self._min[queue] = (queue_offset, phy_offset, MIN_UNWRITTEN)
+            return
+        self._min[queue] = (queue_offset, phy_offset)
+        batch.put(codec.offset_key(*queue, codec.MIN_KIND),
+                  codec.offset_value(phy_offset, queue_offset), self._offsets_cf)
 
     # -- reads (spec §13.4) ----------------------------------------------------------------------
 
