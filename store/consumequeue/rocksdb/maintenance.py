@@ -1,8 +1,8 @@
 """Min offsets, truncation and expiry of the RocksDB consume queue (spec §13.3, §13.6, §12.3).
 
-A mixin of `RocksDBConsumeQueueStore` (it uses its `db`, `_max`, `_min`, `_units_cf`, `_offsets_cf`
-and `commit_log_min_offset`), split off along the seam "keeping the queues' bounds right" versus
-"reading and writing units".
+A mixin of `RocksDBConsumeQueueStore` (it uses its `db`, `_max`, `_min`, `_min_unwritten`,
+`_units_cf`, `_offsets_cf` and `commit_log_min_offset`), split off along the seam "keeping the
+queues' bounds right" versus "reading and writing units".
 
 * `min` entries are corrected lazily: when asked for, an absent entry or one pointing below the commit
   log's min offset is recomputed (no unit at/after it -> the queue is empty, min = last + 1; otherwise a
@@ -22,9 +22,6 @@ from rocksdict import ReadOptions, WriteBatch
 from store.codec import rocksdb_cq as codec
 
 EMPTY_QUEUE_OFFSET = -1  # _max state of a queue truncated to nothing (in memory only)
-# Third member of a _min value known in memory but not written yet (a new queue's first unit at 0):
-# written when first asked for, as RocketMQ writes a min entry on the first getMinOffsetInQueue.
-MIN_UNWRITTEN = "unwritten"
 
 
 class RocksDBQueueMaintenance:
@@ -55,9 +52,12 @@ class RocksDBQueueMaintenance:
         if state[0] == EMPTY_QUEUE_OFFSET:
             return cached[0] if cached else 0
         commit_log_min = self.commit_log_min_offset
+        if cached is None and queue in self._min_unwritten:
+            # A new queue's unit 0, known since it was written: its `min` entry is written now, as
+            # RocketMQ writes one on the first getMinOffsetInQueue.
+            cached = (0, self._min_unwritten.pop(queue))
+            self._put_min(queue, *cached)
         if cached is not None and cached[1] >= commit_log_min:
-            if len(cached) == 3:        # MIN_UNWRITTEN
-                self._put_min(queue, cached[0], cached[1])
             return cached[0]
         if state[1] < commit_log_min:
             new_min = (state[0] + 1, commit_log_min)  # every unit expired: the queue is empty

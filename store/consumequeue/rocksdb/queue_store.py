@@ -10,7 +10,9 @@ then CHECKPOINT. The same duplicate rules as the file backend apply (a unit endi
 queue's last end is a repeat; a queue offset below the next one is already built), so both backends
 answer alike for one dispatch stream. `min` entries are corrected lazily when asked for (§13.3); a
 new queue whose first unit is offset 0 gets none (RocketMQ writes none on creation either), only an
-in-memory one. The per-queue keys are made once per queue (`_queue_keys`), not per pass.
+in-memory one. The per-queue keys are made once per queue, not per pass. The per-queue tables hold
+no tuple they need not (bytes and ints are not tracked by Python's garbage collector; 16,384 new
+queues' tuples made it run full collections during puts).
 """
 
 from __future__ import annotations
@@ -28,8 +30,7 @@ from store.codec import rocksdb_cq as codec
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CqUnit
 from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_boundary
 from store.consumequeue.rocksdb.db import open_read_only_shadow, open_writable, remove_shadow
-from store.consumequeue.rocksdb.maintenance import (EMPTY_QUEUE_OFFSET, MIN_UNWRITTEN,
-                                                     RocksDBQueueMaintenance)
+from store.consumequeue.rocksdb.maintenance import EMPTY_QUEUE_OFFSET, RocksDBQueueMaintenance
 from store.consumequeue.time_search import NEAREST, search_boundary, search_nearest
 from store.errors import CorruptDataError, ReadOnlyStoreError
 
@@ -88,10 +89,12 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
         self.checkpoint_phy_end = -1
         # (topic, queue_id) -> (last queue offset, its phy_offset, end = phy_offset + size)
         self._max: dict[tuple[str, int], tuple[int, int, int]] = {}
-        # -> (queue offset, phy_offset), or (..., MIN_UNWRITTEN) while its `min` entry is not written
-        self._min: dict[tuple[str, int], tuple] = {}
-        # (topic, queue_id) -> (unit key prefix, `max` key): made once per queue, not per pass
-        self._queue_keys: dict[tuple[str, int], tuple[bytes, bytes]] = {}
+        self._min: dict[tuple[str, int], tuple[int, int]] = {}  # -> (queue offset, phy_offset)
+        # A new queue's min when it is its unit 0 and the `min` entry is not written yet: its phy_offset
+        self._min_unwritten: dict[tuple[str, int], int] = {}
+        # (topic, queue_id) -> its unit key prefix, its `max` key: made once per queue, not per pass
+        self._unit_prefixes: dict[tuple[str, int], bytes] = {}
+        self._max_keys: dict[tuple[str, int], bytes] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -117,6 +120,7 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
     def _load_offset_table(self) -> None:
         self._max.clear()
         self._min.clear()
+        self._min_unwritten.clear()
         maxima = []
         for key, value in self._offsets.items():
             if key == codec.checkpoint_key():
@@ -206,7 +210,7 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
             put = batch.put
             units_cf = self._units_cf
             known = self._max
-            keys_of = self._queue_keys
+            prefixes = self._unit_prefixes
             unit_key, unit_value = codec.cq_key_from_prefix, codec.cq_value
             touched: dict[tuple[str, int], tuple[int, int, int]] = {}
             batch_end = -1
@@ -231,12 +235,12 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
                 if queue_offset != state[0] + 1 and state[0] >= 0:
                     log.warning("logic queue order maybe wrong: %s-%d next %d, got %d",
                                 queue[0], queue[1], state[0] + 1, queue_offset)
-                keys = keys_of.get(queue)
-                if keys is None:
-                    keys_of[queue] = keys = codec.queue_keys(*queue)
+                prefix = prefixes.get(queue)
+                if prefix is None:
+                    prefixes[queue], self._max_keys[queue] = prefix, _ = codec.queue_keys(*queue)
                 if first:
                     self._note_first_unit(batch, queue, queue_offset, phy_offset)
-                put(unit_key(keys[0], queue_offset),
+                put(unit_key(prefix, queue_offset),
                     unit_value(phy_offset, request.msg_size, request.tags_code,
                                request.store_timestamp), units_cf)
                 touched[queue] = (queue_offset, phy_offset, end)
@@ -248,8 +252,9 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
             # units (RocketMQ's putMaxPhyAndCqOffset).
             offsets_cf = self._offsets_cf
             offset_value = codec.OFFSET_VALUE.pack
+            max_keys = self._max_keys
             for queue, (queue_offset, phy_offset, _) in touched.items():
-                put(keys_of[queue][1], offset_value(phy_offset, queue_offset), offsets_cf)
+                put(max_keys[queue], offset_value(phy_offset, queue_offset), offsets_cf)
             checkpoint = max(self.checkpoint_phy_end, batch_end)
             put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), offsets_cf)
             self.db.write(batch)
@@ -261,13 +266,14 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
         """The queue's min is its first unit (like a file queue created at that offset). A queue
         never seen whose first unit is offset 0 gets no `min` entry in this batch, as in RocketMQ,
         which writes none when a queue is created but on the first `getMinOffsetInQueue`: the
-        in-memory table learns it, marked unwritten (`get_min_offset` writes it when first asked).
+        in-memory `_min_unwritten` learns it (`get_min_offset` writes it when first asked).
         An emptied queue (truncated to nothing, in memory or on disk by an old `min` entry) or one
         starting past 0 gets its entry now, so that no reader finds an old min or searches from 0."""
         stale = self._min.get(queue)
         if queue_offset == 0 and stale is None and queue not in self._max:
-            self._min[queue] = (queue_offset, phy_offset, MIN_UNWRITTEN)
+            self._min_unwritten[queue] = phy_offset
             return
+        self._min_unwritten.pop(queue, None)
         self._min[queue] = (queue_offset, phy_offset)
         batch.put(codec.offset_key(*queue, codec.MIN_KIND),
                   codec.offset_value(phy_offset, queue_offset), self._offsets_cf)
