@@ -52,11 +52,12 @@ class RocksDBQueueMaintenance:
         if state[0] == EMPTY_QUEUE_OFFSET:
             return cached[0] if cached else 0
         commit_log_min = self.commit_log_min_offset
-        if cached is None and queue in self._min_unwritten:
-            # A new queue's unit 0, known since it was written: its `min` entry is written now, as
-            # RocketMQ writes one on the first getMinOffsetInQueue.
-            cached = (0, self._min_unwritten.pop(queue))
-            self._put_min(queue, *cached)
+        if cached is None:
+            unwritten = self._min_unwritten.get(queue)   # a new queue's unit 0 (entry not written)
+            if unwritten is not None:
+                if unwritten >= commit_log_min:
+                    return 0
+                del self._min_unwritten[queue]           # expired: corrected and written below
         if cached is not None and cached[1] >= commit_log_min:
             return cached[0]
         if state[1] < commit_log_min:

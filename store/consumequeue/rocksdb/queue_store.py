@@ -9,8 +9,8 @@ Writes: one WriteBatch per `put_units` call: the units, then the `max` entry of 
 then CHECKPOINT. The same duplicate rules as the file backend apply (a unit ending at or before the
 queue's last end is a repeat; a queue offset below the next one is already built), so both backends
 answer alike for one dispatch stream. `min` entries are corrected lazily when asked for (§13.3); a
-new queue whose first unit is offset 0 gets none (RocketMQ writes none on creation either), only an
-in-memory one. The per-queue keys are made once per queue, not per pass. The per-queue tables hold
+new queue whose first unit is offset 0 gets none with its units (RocketMQ writes none on creation
+either): memory knows it, and a full flush (shutdown) writes those of all new queues in one batch. The per-queue keys are made once per queue, not per pass. The per-queue tables hold
 no tuple they need not (bytes and ints are not tracked by Python's garbage collector; 16,384 new
 queues' tuples made it run full collections during puts).
 """
@@ -153,12 +153,30 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
             self.load()
 
     def flush(self, least_pages: int = 0) -> None:
-        # The CQ flush service is a no-op in RocksDB mode; a full flush (shutdown) syncs the WAL.
+        # The CQ flush service is a no-op in RocksDB mode; a full flush (shutdown, thorough) writes
+        # the new queues' `min` entries and syncs the WAL.
         if self.db is not None and not self.read_only and least_pages == 0:
+            self._write_unwritten_mins()
             self.db.flush_wal(True)
+
+    def _write_unwritten_mins(self) -> None:
+        """The `min` entries of queues created at offset 0 since the last full flush, in one
+        WriteBatch (not one write per queue when each is first asked for)."""
+        with self._lock:
+            if not self._min_unwritten:
+                return
+            batch = WriteBatch(raw_mode=True)
+            for queue, phy_offset in self._min_unwritten.items():
+                batch.put(codec.offset_key(*queue, codec.MIN_KIND),
+                          codec.offset_value(phy_offset, 0), self._offsets_cf)
+                self._min.setdefault(queue, (0, phy_offset))
+            self.db.write(batch)
+            self._min_unwritten.clear()
 
     def close(self) -> None:
         with self._lock:
+            if self.db is not None and not self.read_only:
+                self._write_unwritten_mins()
             self._close_db()
 
     def _close_db(self) -> None:
@@ -264,9 +282,9 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
     def _note_first_unit(self, batch: WriteBatch, queue: tuple[str, int], queue_offset: int,
                          phy_offset: int) -> None:
         """The queue's min is its first unit (like a file queue created at that offset). A queue
-        never seen whose first unit is offset 0 gets no `min` entry in this batch, as in RocketMQ,
-        which writes none when a queue is created but on the first `getMinOffsetInQueue`: the
-        in-memory `_min_unwritten` learns it (`get_min_offset` writes it when first asked).
+        never seen whose first unit is offset 0 gets no `min` entry in this batch (RocketMQ writes
+        none when a queue is created): `_min_unwritten` learns it, and `flush(0)` / `close` write
+        the entries of all such queues in one batch.
         An emptied queue (truncated to nothing, in memory or on disk by an old `min` entry) or one
         starting past 0 gets its entry now, so that no reader finds an old min or searches from 0."""
         stale = self._min.get(queue)
