@@ -68,7 +68,9 @@ class MessageStore(LookupsMixin):
         self._units_per_cq_file = cfg.mapped_file_size_consume_queue // 20 \
             if cfg.store_type == "default" else 0       # RocksDB: no files (rollNextFile 0)
         self._close_lock = threading.Lock()
-        self._noted_queues: set[tuple[str, int]] = set()
+        # topic -> its queue ids in topics.json (a set per topic, not a tuple per queue: 16,384 new
+        # queues' tuples kept Python's garbage collector busy during puts)
+        self._noted_queues: dict[str, set[int]] = {}
         self.services = StoreServices(parts, confirm_offset_of=self.confirm_offset)
         # The dashboard, the tour and the CLI read internals only through this (store/inspect/).
         self.inspect = StoreInspector(
@@ -197,7 +199,8 @@ class MessageStore(LookupsMixin):
                                                 slot_num=self._timer_slot_num)
             except TimerRefused as refusal:
                 return PutMessageResult(refusal.status, error=refusal.reason)
-            if message.topic != sent.topic and (sent.topic, sent.queue_id) not in self._noted_queues:
+            if message.topic != sent.topic and \
+                    sent.queue_id not in self._noted_queues.get(sent.topic, ()):
                 # The broker creates the topic it was sent to before the hook moves the message.
                 self._note_topic(sent.topic, sent.queue_id)
         refused = refuse_inner_batch(message, self.topics.is_batch_topic) \
@@ -283,7 +286,7 @@ class MessageStore(LookupsMixin):
         return self._acknowledge(appended, drafts[0], messages)
 
     def _acknowledge(self, appended, draft, messages) -> PutMessageResult:
-        if (draft.topic, draft.queue_id) not in self._noted_queues:
+        if draft.queue_id not in self._noted_queues.get(draft.topic, ()):
             self._note_topic(draft.topic, draft.queue_id)
         status = self.services.after_append(appended, messages)
         msg_ids = appended.msg_ids
@@ -334,7 +337,7 @@ class MessageStore(LookupsMixin):
             config.read_queue_nums = max(config.read_queue_nums, queue_id + 1)
             config.write_queue_nums = queue_id + 1
             self.topics.put_topic(config)
-        self._noted_queues.add((topic, queue_id))
+        self._noted_queues.setdefault(topic, set()).add(queue_id)
 
     def is_known_queue(self, topic: str, queue_id: int) -> bool:
         """A queue with a consume queue, or of a topic listed in topics.json."""

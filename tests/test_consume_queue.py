@@ -266,6 +266,58 @@ def test_rocksdb_layout_on_disk(tmp_path):
     db.close()
 
 
+def _offset_entries(path):
+    from rocksdict import AccessType, Options, Rdict
+    db = Rdict(path, Options(raw_mode=True), column_families={"offset": Options(raw_mode=True)},
+               access_type=AccessType.read_only())
+    offsets = db.get_column_family("offset")
+    entries = dict(offsets.items())
+    offsets.close()
+    db.close()
+    return entries
+
+
+def test_rocksdb_new_queue_min_entries_are_written_by_a_full_flush(tmp_path):
+    """As RocketMQ, creating a queue writes its `max` entry, not its `min` one; here the `min`
+    entries of the new queues are written together by a full flush (shutdown), not one write each
+    when first asked for. A queue starting past 0, or refilled after a truncation to nothing, gets
+    its `min` entry with its units."""
+    from store.codec import rocksdb_cq as rc
+    path = str(tmp_path / "consumequeue")
+    cq_store = open_store(tmp_path, STORE_TYPE_ROCKSDB)
+    cq_store.put_units(stream("A", 0, count=2) +
+                       stream("B", 3, count=2, start_phy=1000, start_offset=7))
+    assert (cq_store.get_min_offset("A", 0), cq_store.get_min_offset("B", 3)) == (0, 7)
+    assert cq_store._offsets.get(rc.offset_key("A", 0, "min")) is None       # not at creation
+    assert cq_store._offsets[rc.offset_key("B", 3, "min")] == rc.offset_value(1000, 7)
+    cq_store.flush()
+    assert cq_store._offsets[rc.offset_key("A", 0, "min")] == rc.offset_value(0, 0)
+    cq_store.put_units(stream("C", 1, count=1, start_phy=2000) +
+                       stream("D", 2, count=3, start_phy=3000))
+    cq_store.delete_expired(3100)                            # C's only unit and D's first expired
+    assert (cq_store.get_min_offset("C", 1), cq_store.get_min_offset("D", 2)) == (1, 1)
+    cq_store.truncate_dirty(1000)                            # B emptied; A kept
+    cq_store.put_units([request("B", 3, 0, 1000)])           # refilled from 0: min written at once
+    assert cq_store._offsets[rc.offset_key("B", 3, "min")] == rc.offset_value(1000, 0)
+    cq_store.put_units(stream("E", 0, count=1, start_phy=9000))
+    cq_store.close()                                         # writes E's min
+    entries = _offset_entries(path)
+    assert entries[rc.offset_key("E", 0, "min")] == rc.offset_value(9000, 0)
+    assert entries[rc.offset_key("C", 1, "min")] == rc.offset_value(3100, 1)
+    assert entries[rc.offset_key("D", 2, "min")] == rc.offset_value(3100, 1)
+    cq_store = open_store(tmp_path, STORE_TYPE_ROCKSDB)
+    # (A expired with the commit log's min at 3100: its corrected entry was written then)
+    assert [cq_store.get_min_offset(*queue) for queue in (("A", 0), ("B", 3), ("E", 0))] == [2, 0, 0]
+    cq_store.close()
+
+
+def test_rocksdb_queue_keys_match_the_key_layout():
+    from store.codec import rocksdb_cq as rc
+    for topic, queue_id in (("T", 0), ("%RETRY%g", 7), ("t\u00e9", 2**31 - 1)):
+        assert rc.queue_keys(topic, queue_id) == (rc.cq_key_prefix(topic, queue_id),
+                                                  rc.offset_key(topic, queue_id, "max"))
+
+
 def test_rocksdb_multi_get_and_iterator_agree(tmp_path, monkeypatch):
     import store.consumequeue.rocksdb.queue_store as module
     cq_store = open_store(tmp_path, STORE_TYPE_ROCKSDB)

@@ -324,3 +324,36 @@ def test_place_twins_write_the_same_bytes(seed):
     for place in (kernel.place, kernel._place_py):
         with pytest.raises(ValueError):
             place(bytearray(len(record)), 1, record, 0, 0, 56, 0)    # one byte short
+
+
+@pytest.mark.skipif(kernel.encode_put is None, reason="the C kernel is not built")
+def test_a_new_topics_first_message_is_encoded_natively(monkeypatch):
+    """A topic's first message is validated once and taken by the compiled encoder (not the whole
+    Python encode per new topic): same record and draft; refusals still come from the Python path,
+    in its order."""
+    import dataclasses
+    import uuid
+
+    from store.api import Message
+    from store.commitlog import put_path
+    settings = put_path.PutSettings("127.0.0.1:10911", 4096, "5.x", True, (1000,), 1 << 20)
+    python_path = put_path._encode_for_put
+    python_path(Message("T", b"b", 0), settings, 7)       # its born host is known from now on
+    calls = []
+    monkeypatch.setattr(put_path, "_encode_for_put",
+                        lambda *args: calls.append(args) or python_path(*args))
+    message = Message(f"New_{uuid.uuid4().hex}", b"body", 3, "TagA", ("k1", "k2"),
+                      {"UNIQ_KEY": "u1"})
+    record, draft = put_path.encode_for_put(message, settings, 7)
+    assert calls == []
+    expected_record, expected_draft = python_path(message, settings, 7)
+    # (the compiled encoder's draft carries no properties dict, as for every known topic)
+    assert (record, draft) == (expected_record, dataclasses.replace(expected_draft, properties=None))
+    for bad in (Message("bad topic!", b"b", 0), Message("bad topic!", "text", 0),
+                Message("t" * 300, b"b", 0)):
+        with pytest.raises(put_path.PutRefused) as native:
+            put_path.encode_for_put(bad, settings, 7)
+        with pytest.raises(put_path.PutRefused) as python:
+            python_path(bad, settings, 7)
+        assert (native.value.status, str(native.value)) == (python.value.status, str(python.value))
+    assert len(calls) == 3

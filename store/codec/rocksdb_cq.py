@@ -68,6 +68,7 @@ _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _CQ_VALUE = struct.Struct(">qiqq")
 _OFFSET_VALUE = struct.Struct(">qq")
+OFFSET_VALUE = _OFFSET_VALUE    # `offset_value(phy_offset, queue_offset)` is OFFSET_VALUE.pack
 assert _CQ_VALUE.size == CQ_VALUE_SIZE and _OFFSET_VALUE.size == OFFSET_VALUE_SIZE
 
 CQ_VALUE_DTYPE = np.dtype([("phy_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8"),
@@ -150,6 +151,17 @@ def values_to_units(values: np.ndarray) -> np.ndarray:
     for name in CQ_UNIT_DTYPE.names:
         units[name] = values[name]
     return units
+
+
+def queue_keys(topic: str, queue_id: int) -> tuple[bytes, bytes]:
+    """(unit key prefix, `max` offset key) of a queue: the two keys dispatch writes per queue, made
+    together from one topic header (`cq_key_prefix`, `offset_key(..., MAX_KIND)`)."""
+    head = _topic_head(topic)
+    queue_id_bytes = _INT.pack(queue_id)
+    return head + queue_id_bytes + CTRL_1, head + _MAX_CTRL + queue_id_bytes
+
+
+_MAX_CTRL = MAX_KIND.encode("ascii") + CTRL_1
 
 
 @lru_cache(maxsize=65536)

@@ -211,6 +211,10 @@ def encode_for_put(message: Message, settings: PutSettings, now_ms: int
         # The compiled encoder takes the common case whole; it answers None for anything unusual
         # (a topic not yet validated, a DELAY, a field to refuse...), which the code below decides.
         fast = encode_put(message, settings.kernel_context, now_ms)
+        if fast is None and _validated_now(message.topic, settings):
+            # A topic's first message: validated once here, the compiled encoder takes it too
+            # (not the whole Python encode per new topic).
+            fast = encode_put(message, settings.kernel_context, now_ms)
         if fast is not None:
             record, topic, queue_id, sys_flag, tags_code, keys, uniq_key, timestamp_position = fast
             return record, RecordDraft(topic, queue_id, sys_flag, tags_code, keys, uniq_key,
@@ -299,6 +303,20 @@ def _body_bytes(body) -> bytes:
     if not isinstance(body, (bytes, bytearray, memoryview)):
         raise PutRefused(PutMessageStatus.MESSAGE_ILLEGAL, "the body must be bytes")
     return bytes(body)
+
+
+def _validated_now(topic, settings: PutSettings) -> bool:
+    """True when `topic` is a legal topic seen for the first time, now remembered; False when it was
+    known already, is not a str or is illegal (the Python encoder then refuses it, in its order)."""
+    valid_topics = _VALID_TOPICS[settings.allow_v2_records]
+    if type(topic) is not str or topic in valid_topics or len(valid_topics) >= _VALID_TOPICS_MAX:
+        return False
+    try:
+        validate_topic(topic, allow_v2=settings.allow_v2_records)
+    except (InvalidTopicError, TypeError):
+        return False
+    valid_topics.add(topic)
+    return True
 
 
 def _remember_topic(topic: str, settings: PutSettings) -> None:

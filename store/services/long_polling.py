@@ -21,22 +21,28 @@ BROKER_SUSPEND_TIMEOUT_MS_PULL = 20_000   # pull / lite-pull consumers
 class PullRequestHoldService:
     def __init__(self):
         self._cond = threading.Condition()
-        self._max_offsets: dict[tuple[str, int], int] = {}
+        # topic -> queue id -> max offset (ints under a dict per topic, not a tuple per queue: they
+        # stay out of the garbage collector's work when thousands of new queues arrive)
+        self._max_offsets: dict[str, dict[int, int]] = {}
         self._closed = False
 
     def on_arrival(self, arrivals: dict[tuple[str, int], int]) -> None:
         """Dispatch listener: `arrivals` maps (topic, queue_id) to the queue's new max offset."""
         with self._cond:
-            self._max_offsets.update(arrivals)
+            tables = self._max_offsets
+            for (topic, queue_id), max_offset in arrivals.items():
+                table = tables.get(topic)
+                if table is None:
+                    tables[topic] = table = {}
+                table[queue_id] = max_offset
             self._cond.notify_all()
 
     def wait_for_arrival(self, topic: str, queue_id: int, queue_offset: int,
                          timeout_ms: float) -> bool:
         """Wait until the queue's max offset passes `queue_offset`; False when the time is up."""
         deadline = time.monotonic() + timeout_ms / 1000.0
-        key = (topic, queue_id)
         with self._cond:
-            while self._max_offsets.get(key, -1) <= queue_offset and not self._closed:
+            while self._max_offset(topic, queue_id) <= queue_offset and not self._closed:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -45,8 +51,12 @@ class PullRequestHoldService:
 
     def note_max_offset(self, topic: str, queue_id: int, max_offset: int) -> None:
         with self._cond:
-            if self._max_offsets.get((topic, queue_id), -1) < max_offset:
-                self._max_offsets[(topic, queue_id)] = max_offset
+            if self._max_offset(topic, queue_id) < max_offset:
+                self._max_offsets.setdefault(topic, {})[queue_id] = max_offset
+
+    def _max_offset(self, topic: str, queue_id: int) -> int:
+        table = self._max_offsets.get(topic)
+        return -1 if table is None else table.get(queue_id, -1)
 
     def shutdown(self) -> None:
         with self._cond:

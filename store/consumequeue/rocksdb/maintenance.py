@@ -1,8 +1,8 @@
 """Min offsets, truncation and expiry of the RocksDB consume queue (spec §13.3, §13.6, §12.3).
 
-A mixin of `RocksDBConsumeQueueStore` (it uses its `db`, `_max`, `_min`, `_units_cf`, `_offsets_cf`
-and `commit_log_min_offset`), split off along the seam "keeping the queues' bounds right" versus
-"reading and writing units".
+A mixin of `RocksDBConsumeQueueStore` (it uses its `db`, `_max`, `_min`, `_min_unwritten`,
+`_units_cf`, `_offsets_cf` and `commit_log_min_offset`), split off along the seam "keeping the
+queues' bounds right" versus "reading and writing units".
 
 * `min` entries are corrected lazily: when asked for, an absent entry or one pointing below the commit
   log's min offset is recomputed (no unit at/after it -> the queue is empty, min = last + 1; otherwise a
@@ -52,6 +52,12 @@ class RocksDBQueueMaintenance:
         if state[0] == EMPTY_QUEUE_OFFSET:
             return cached[0] if cached else 0
         commit_log_min = self.commit_log_min_offset
+        if cached is None:
+            unwritten = self._min_unwritten.get(queue)   # a new queue's unit 0 (entry not written)
+            if unwritten is not None:
+                if unwritten >= commit_log_min:
+                    return 0
+                del self._min_unwritten[queue]           # expired: corrected and written below
         if cached is not None and cached[1] >= commit_log_min:
             return cached[0]
         if state[1] < commit_log_min:
@@ -69,11 +75,14 @@ class RocksDBQueueMaintenance:
                 else:
                     high = mid
             new_min = (low, self._phy_at(topic, queue_id, low))
-        self._min[queue] = new_min
-        if not self.read_only and self.db is not None:
-            self._offsets[codec.offset_key(
-                topic, queue_id, codec.MIN_KIND)] = codec.offset_value(new_min[1], new_min[0])
+        self._put_min(queue, *new_min)
         return new_min[0]
+
+    def _put_min(self, queue: tuple[str, int], queue_offset: int, phy_offset: int) -> None:
+        self._min[queue] = (queue_offset, phy_offset)
+        if not self.read_only and self.db is not None:
+            self._offsets[codec.offset_key(*queue, codec.MIN_KIND)] = \
+                codec.offset_value(phy_offset, queue_offset)
 
     def correct_min_offset(self, commit_log_min_offset: int) -> None:
         """Remember the commit log's min offset; `min` entries follow lazily."""

@@ -8,7 +8,11 @@ at a file boundary and "the file is gone" never happens: a missing unit reads as
 Writes: one WriteBatch per `put_units` call: the units, then the `max` entry of every queue touched,
 then CHECKPOINT. The same duplicate rules as the file backend apply (a unit ending at or before the
 queue's last end is a repeat; a queue offset below the next one is already built), so both backends
-answer alike for one dispatch stream. `min` entries are corrected lazily when asked for (§13.3).
+answer alike for one dispatch stream. `min` entries are corrected lazily when asked for (§13.3); a
+new queue whose first unit is offset 0 gets none with its units (RocketMQ writes none on creation
+either): memory knows it, and a full flush (shutdown) writes those of all new queues in one batch. The per-queue keys are made once per queue, not per pass. The per-queue tables hold
+no tuple they need not (bytes and ints are not tracked by Python's garbage collector; 16,384 new
+queues' tuples made it run full collections during puts).
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ def rocksdb_error(error: Exception, path: str) -> Exception:
     return CorruptDataError(os.path.join(path, name), int(found.group(2)),
                             f"RocksDB refuses the consume-queue database: {reason}")
 
+_NEW_QUEUE = (-1, -1, -1)  # _max state of a queue never seen: no unit, no end
+
+
 class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
     """ConsumeQueueStore over one RocksDB database."""
 
@@ -83,6 +90,11 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
         # (topic, queue_id) -> (last queue offset, its phy_offset, end = phy_offset + size)
         self._max: dict[tuple[str, int], tuple[int, int, int]] = {}
         self._min: dict[tuple[str, int], tuple[int, int]] = {}  # -> (queue offset, phy_offset)
+        # A new queue's min when it is its unit 0 and the `min` entry is not written yet: its phy_offset
+        self._min_unwritten: dict[tuple[str, int], int] = {}
+        # (topic, queue_id) -> its unit key prefix, its `max` key: made once per queue, not per pass
+        self._unit_prefixes: dict[tuple[str, int], bytes] = {}
+        self._max_keys: dict[tuple[str, int], bytes] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -108,6 +120,7 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
     def _load_offset_table(self) -> None:
         self._max.clear()
         self._min.clear()
+        self._min_unwritten.clear()
         maxima = []
         for key, value in self._offsets.items():
             if key == codec.checkpoint_key():
@@ -140,12 +153,30 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
             self.load()
 
     def flush(self, least_pages: int = 0) -> None:
-        # The CQ flush service is a no-op in RocksDB mode; a full flush (shutdown) syncs the WAL.
+        # The CQ flush service is a no-op in RocksDB mode; a full flush (shutdown, thorough) writes
+        # the new queues' `min` entries and syncs the WAL.
         if self.db is not None and not self.read_only and least_pages == 0:
+            self._write_unwritten_mins()
             self.db.flush_wal(True)
+
+    def _write_unwritten_mins(self) -> None:
+        """The `min` entries of queues created at offset 0 since the last full flush, in one
+        WriteBatch (not one write per queue when each is first asked for)."""
+        with self._lock:
+            if not self._min_unwritten:
+                return
+            batch = WriteBatch(raw_mode=True)
+            for queue, phy_offset in self._min_unwritten.items():
+                batch.put(codec.offset_key(*queue, codec.MIN_KIND),
+                          codec.offset_value(phy_offset, 0), self._offsets_cf)
+                self._min.setdefault(queue, (0, phy_offset))
+            self.db.write(batch)
+            self._min_unwritten.clear()
 
     def close(self) -> None:
         with self._lock:
+            if self.db is not None and not self.read_only:
+                self._write_unwritten_mins()
             self._close_db()
 
     def _close_db(self) -> None:
@@ -194,14 +225,27 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
         self._check_writable()
         with self._lock:
             batch = WriteBatch(raw_mode=True)
+            put = batch.put
+            units_cf = self._units_cf
+            known = self._max
+            prefixes = self._unit_prefixes
+            unit_key, unit_value = codec.cq_key_from_prefix, codec.cq_value
             touched: dict[tuple[str, int], tuple[int, int, int]] = {}
-            prefixes: dict[tuple[str, int], bytes] = {}
             batch_end = -1
             for request in requests:
                 queue = (request.topic, request.queue_id)
-                state = touched.get(queue) or self._max.get(queue) or (-1, -1, -1)
-                phy_offset, size = request.commit_log_offset, request.msg_size
-                if phy_offset + size <= state[2]:
+                state = touched.get(queue)
+                first = False       # the queue's first unit since it was created or emptied
+                if state is None:
+                    state = known.get(queue)
+                    if state is None:
+                        state = _NEW_QUEUE
+                        first = True
+                    elif state[0] == EMPTY_QUEUE_OFFSET:
+                        first = True
+                phy_offset = request.commit_log_offset
+                end = phy_offset + request.msg_size
+                if end <= state[2]:
                     continue  # duplicate dispatch
                 queue_offset = request.consume_queue_offset
                 if queue_offset <= state[0]:
@@ -209,29 +253,48 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
                 if queue_offset != state[0] + 1 and state[0] >= 0:
                     log.warning("logic queue order maybe wrong: %s-%d next %d, got %d",
                                 queue[0], queue[1], state[0] + 1, queue_offset)
-                if state[0] == EMPTY_QUEUE_OFFSET and queue not in touched:
-                    # Like a file queue re-created after its files were all cut (pre-fill rule).
-                    self._min[queue] = (queue_offset, phy_offset)
-                    batch.put(codec.offset_key(*queue, codec.MIN_KIND),
-                              codec.offset_value(phy_offset, queue_offset), self._offsets_cf)
                 prefix = prefixes.get(queue)
                 if prefix is None:
-                    prefixes[queue] = prefix = codec.cq_key_prefix(*queue)
-                batch.put(codec.cq_key_from_prefix(prefix, queue_offset),
-                          codec.cq_value(phy_offset, size, request.tags_code,
-                                         request.store_timestamp), self._units_cf)
-                touched[queue] = (queue_offset, phy_offset, phy_offset + size)
-                batch_end = max(batch_end, phy_offset + size)
+                    prefixes[queue], self._max_keys[queue] = prefix, _ = codec.queue_keys(*queue)
+                if first:
+                    self._note_first_unit(batch, queue, queue_offset, phy_offset)
+                put(unit_key(prefix, queue_offset),
+                    unit_value(phy_offset, request.msg_size, request.tags_code,
+                               request.store_timestamp), units_cf)
+                touched[queue] = (queue_offset, phy_offset, end)
+                if end > batch_end:
+                    batch_end = end
             if not touched:
                 return
-            for (topic, queue_id), (queue_offset, phy_offset, _) in touched.items():
-                batch.put(codec.offset_key(topic, queue_id, codec.MAX_KIND),
-                          codec.offset_value(phy_offset, queue_offset), self._offsets_cf)
+            # One `max` entry per queue touched, then CHECKPOINT, in the same WriteBatch as the
+            # units (RocketMQ's putMaxPhyAndCqOffset).
+            offsets_cf = self._offsets_cf
+            offset_value = codec.OFFSET_VALUE.pack
+            max_keys = self._max_keys
+            for queue, (queue_offset, phy_offset, _) in touched.items():
+                put(max_keys[queue], offset_value(phy_offset, queue_offset), offsets_cf)
             checkpoint = max(self.checkpoint_phy_end, batch_end)
-            batch.put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), self._offsets_cf)
+            put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), offsets_cf)
             self.db.write(batch)
-            self._max.update(touched)
+            known.update(touched)
             self.checkpoint_phy_end = checkpoint
+
+    def _note_first_unit(self, batch: WriteBatch, queue: tuple[str, int], queue_offset: int,
+                         phy_offset: int) -> None:
+        """The queue's min is its first unit (like a file queue created at that offset). A queue
+        never seen whose first unit is offset 0 gets no `min` entry in this batch (RocketMQ writes
+        none when a queue is created): `_min_unwritten` learns it, and `flush(0)` / `close` write
+        the entries of all such queues in one batch.
+        An emptied queue (truncated to nothing, in memory or on disk by an old `min` entry) or one
+        starting past 0 gets its entry now, so that no reader finds an old min or searches from 0."""
+        stale = self._min.get(queue)
+        if queue_offset == 0 and stale is None and queue not in self._max:
+            self._min_unwritten[queue] = phy_offset
+            return
+        self._min_unwritten.pop(queue, None)
+        self._min[queue] = (queue_offset, phy_offset)
+        batch.put(codec.offset_key(*queue, codec.MIN_KIND),
+                  codec.offset_value(phy_offset, queue_offset), self._offsets_cf)
 
     # -- reads (spec §13.4) ----------------------------------------------------------------------
 
