@@ -93,7 +93,7 @@ def test_hosted_open_appends_to_the_real_database(real_copy):
         assert (last.body, last.tags) == (b"after the real store", "TagZ")
 
 
-def test_a_damaged_table_file_is_named_and_nothing_is_written(real_copy, tmp_path):
+def test_a_damaged_table_file_is_named_and_nothing_is_written(real_copy, tmp_path, monkeypatch):
     """A flipped block of the real database's table file: a one-line error naming the store's own
     file and byte (not the read-only shadow copy's), no traceback, nothing written, no shadow left."""
     import glob
@@ -110,7 +110,12 @@ def test_a_damaged_table_file_is_named_and_nothing_is_written(real_copy, tmp_pat
         handle.seek(0)
         handle.write(data)
     before = tree_fingerprint(root)
+    # The shadow copy goes to a temp dir of this test's own, so other processes' shadows don't count.
+    own_tmp = tmp_path / "own-tmp"
+    own_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
     shadows = set(glob.glob(os.path.join(tempfile.gettempdir(), "rmq-cq-rocksdb-*")))
+    assert shadows == set()
     with pytest.raises(CorruptDataError) as raised:
         MessageStore.open(config, read_only=True)
     assert raised.value.path == table and raised.value.position >= 0
