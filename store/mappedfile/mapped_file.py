@@ -212,7 +212,15 @@ class MappedFile:
         if least_pages > 0 and wrote < self.file_size_bytes and \
                 (wrote // OS_PAGE_SIZE - start // OS_PAGE_SIZE) < least_pages:
             return start
-        self._map[start:wrote] = self.write_buffer[start:wrote]
+        # The range's first 8 bytes (the TOTALSIZE and MAGIC of its first record) go in last, as
+        # appends do (CommitLog): [start, wrote) holds whole records only (wrote moves once a whole
+        # append is in the buffer), and the map holds zeros at `start`, so a process killed in the
+        # middle of this copy leaves zeros where recovery ends the log: the records this commit
+        # carries (a batch among them) appear whole or not at all. One forward copy would leave a
+        # prefix of them readable, cutting a batch (test_crash, ASYNC_FLUSH-pool-*-batch4).
+        with memoryview(self.write_buffer) as source:
+            self._map[start + 8:wrote] = source[start + 8:wrote]
+            self._map[start:start + 8] = source[start:start + 8]
         self.committed_position = wrote
         if wrote == self.file_size_bytes:
             # The whole file is committed: the buffer goes back to the pool.
