@@ -217,3 +217,65 @@ def test_kill_and_recover_many(tmp_path, cell):
     seed = int(os.environ.get("RMQ_CRASH_SEED", "7")) * 1000 + CELLS.index(cell)
     stats = run_cell(tmp_path, *cell, kills=KILLS_PER_CELL_SLOW, seed=seed)
     assert stats["kills"] == KILLS_PER_CELL_SLOW
+
+
+class _KilledMidCopy(Exception):
+    """The simulated SIGKILL of `_TearingMap`."""
+
+
+class _TearingMap:
+    """A segment's map in a process killed after copying `budget_bytes` more bytes into it: each
+    slice assignment copies while the budget lasts (a copy the kill lands in leaves a prefix of
+    it), then the process "dies". Reads and the rest go to the real map."""
+
+    def __init__(self, real, budget_bytes: int):
+        self.real = real
+        self.budget_bytes = budget_bytes
+
+    def __setitem__(self, key, data):
+        assert isinstance(key, slice) and key.step is None
+        size = min(len(data), self.budget_bytes)
+        self.real[key.start:key.start + size] = data[:size]
+        self.budget_bytes -= size
+        if size < len(data) or self.budget_bytes == 0:
+            raise _KilledMidCopy
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("earlier_batches", [0, 1])
+@pytest.mark.parametrize("kill_after", [1, 8, 9, 100, 0.5, -9, -8, -1, None])
+def test_commit_killed_mid_copy_shows_a_batch_whole_or_not_at_all(tmp_path, earlier_batches,
+                                                                   kill_after):
+    """Transient store pool: a commit copies the write buffer's new records into the segment's map.
+    A kill in the middle of that copy must not leave part of a batch readable after recovery
+    (records are whole and their CRCs good, so only the copy's order can keep them out)."""
+    config = small_config(tmp_path / "s", transient_store_pool_enable=True)
+    topic = "TornCommit"
+    batch = [Message(topic, b"m%d-" % i + bytes(range(i, i + 200)), queue_id=1) for i in range(4)]
+    store = MessageStore.open(config, start_services=False)    # commits only when told below
+    try:
+        for _ in range(earlier_batches):
+            assert store.put_messages(batch).ok
+        commit_log = store.commit_log
+        commit_log.mapped_files.commit(0)
+        assert store.put_messages(batch).ok
+        mapped = commit_log.mapped_files.last_file()
+        new_bytes = mapped.wrote_position - mapped.committed_position
+        budget = new_bytes if kill_after is None else int(new_bytes * kill_after) \
+            if isinstance(kill_after, float) else kill_after % new_bytes
+        real_map, mapped._map = mapped._map, _TearingMap(mapped._map, budget)
+        try:
+            with pytest.raises(_KilledMidCopy):
+                mapped.commit(0)
+        finally:
+            mapped._map = real_map
+    finally:
+        store.crash()
+    with MessageStore.open(config) as reopened:
+        visible = reopened.get_max_offset_in_queue(topic, 1)
+        expected = 4 * (earlier_batches + (kill_after is None))
+        assert visible == expected, f"{visible} of the batch's records visible, expected {expected}"
+        got = reopened.get_message("g", topic, 1, 0, 32)
+        assert [m.body for m in got.messages] == [m.body for m in batch] * (expected // 4)

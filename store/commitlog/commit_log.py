@@ -92,6 +92,7 @@ class CommitLog:
     def __init__(self, directory: str, segment_size_bytes: int, *, read_only: bool,
                  store_host: str, clock_ms=None):
         self.mapped_files = MappedFileQueue(directory, segment_size_bytes, read_only=read_only)
+        self.mapped_files.hold_sync_fds = not read_only   # a few segments, synced very often
         self.segment_size_bytes = segment_size_bytes
         self.read_only = read_only
         self.store_host = store_host

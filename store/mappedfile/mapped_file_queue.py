@@ -53,6 +53,11 @@ class MappedFileQueue:
         self.sync_directories = True
         # Appends by pwrite instead of through the maps (see MappedFile.pwrite_appends).
         self.pwrite_appends = False
+        # Each file keeps the descriptor it syncs through (see MappedFile.hold_sync_fd).
+        self.hold_sync_fds = False
+        # Set by the store's services for the commit log: an object whose take(file_from_offset)
+        # returns that segment made in the background, or None (store/services/allocate.py).
+        self.allocator = None
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -94,6 +99,7 @@ class MappedFileQueue:
                                     read_only=self.read_only)
                 mapped.set_positions(self.file_size_bytes)
                 mapped.pwrite_appends = self.pwrite_appends
+                mapped.hold_sync_fd = self.hold_sync_fds
                 files.append(mapped)
         except CorruptDataError:
             for mapped in files:
@@ -192,11 +198,17 @@ class MappedFileQueue:
         path = os.path.join(self.directory, offset_to_file_name(file_from_offset))
         buffer = self.write_buffer_pool.borrow() if self.write_buffer_pool else None
         release = self.write_buffer_pool.give_back if buffer is not None else None
-        mapped = MappedFile(path, self.file_size_bytes, create=True, write_buffer=buffer,
-                            release_write_buffer=release, sync_directory=self.sync_directories)
+        mapped = self.allocator.take(file_from_offset) if self.allocator is not None else None
+        if mapped is not None:      # made (and warmed) in the background
+            mapped.write_buffer = buffer
+            mapped.release_write_buffer = release
+        else:
+            mapped = MappedFile(path, self.file_size_bytes, create=True, write_buffer=buffer,
+                                release_write_buffer=release, sync_directory=self.sync_directories)
+            if self.warm_new_files and buffer is None:
+                mapped.warm()
         mapped.pwrite_appends = self.pwrite_appends
-        if self.warm_new_files and buffer is None:
-            mapped.warm()
+        mapped.hold_sync_fd = self.hold_sync_fds
         with self._files_lock:
             self.files = self.files + [mapped]
         return mapped
