@@ -17,6 +17,7 @@ static PyMethodDef methods[] = {
     {"tags_codes", rmq_tags_codes, METH_VARARGS, rmq_tags_codes_doc},
     {"index_put", rmq_index_put, METH_VARARGS, rmq_index_put_doc},
     {"unit_runs", rmq_unit_runs, METH_VARARGS, rmq_unit_runs_doc},
+    {"crc32", rmq_crc32, METH_O, rmq_crc32_doc},
     {NULL, NULL, 0, NULL},
 };
 
