@@ -12,6 +12,7 @@ The page cache is shared: what `pread` returns is what the map holds. A read tha
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ from store.mappedfile.mapped_file import MappedFile
 # Bytes per read: large enough that a read costs little more than its copy, small enough to stay
 # out of the way (one buffer per walk).
 CHUNK_BYTES = 16 << 20
+# Bytes of the log dispatch walks between two releases of its mapped pages (PageReleaser).
+RELEASE_STEP_BYTES = 32 << 20
 
 
 @dataclass(slots=True)
@@ -78,3 +81,46 @@ class SegmentReader:
         if self._fd is not None:
             os.close(self._fd)
         self._fd = self._path = None
+
+
+class PageReleaser:
+    """Drops from the process the mapped pages of the commit log that a walk has passed (madvise
+    MADV_DONTNEED on a shared file map: the pages stay in the page cache, a dirty one is still
+    written back, a later read maps them again), so that catching dispatch up with a large log after
+    a crash keeps the process's resident memory flat. Not for a DLedger log (its files are not laid
+    out by commit-log offset): then it releases nothing and `next_bound` is None."""
+
+    def __init__(self, commit_log, step_bytes: int | None = None):
+        self._files = [] if getattr(commit_log, "walk_for_dispatch", None) is not None else \
+            list(commit_log.mapped_files.files)
+        self._step = step_bytes or RELEASE_STEP_BYTES
+        self._next = 0                   # first file not wholly released
+        self._done = self._files[0].file_from_offset if self._files else 0   # released below this
+
+    def next_bound(self) -> int | None:
+        """Where the walk should pause next: `step_bytes` past what is released, at most the end of
+        that segment (None: nothing left to release)."""
+        if self._next >= len(self._files):
+            return None
+        return min(self._done + self._step, self._files[self._next].file_end_offset)
+
+    def below(self, offset: int) -> None:
+        """Release the pages of the log below `offset` (whole pages) not released yet."""
+        files = self._files
+        while self._next < len(files) and self._done < offset:
+            mapped = files[self._next]
+            start = max(self._done, mapped.file_from_offset) - mapped.file_from_offset
+            end = min(offset, mapped.file_end_offset) - mapped.file_from_offset
+            first, last = start - start % mmap.PAGESIZE, end - end % mmap.PAGESIZE
+            if end == mapped.file_size_bytes:
+                last = end
+            if last > first and not mapped.destroyed:
+                try:
+                    mapped.buffer.madvise(mmap.MADV_DONTNEED, first, last - first)
+                except (OSError, ValueError, AttributeError):
+                    pass         # advice only (a closed map, a platform without madvise)
+            if end < mapped.file_size_bytes:
+                self._done = mapped.file_from_offset + last
+                return
+            self._done = mapped.file_end_offset
+            self._next += 1
