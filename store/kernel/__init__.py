@@ -27,6 +27,7 @@ which use it, stay at the bottom of the import graph.
 | index_put       | `IndexFile.put_keys` into the map (entries, chains, slots), twin in `dispatch_twins` |
 | decode_columns  | the pipeline's commit-log columns of scan rows as Arrow-style buffers (`columns.py`, GIL released) |
 | walk_headers    | record starts by TOTALSIZE and magic alone, for planning splits (`columns.py`) |
+| crc32           | zlib's CRC-32 as scan and encode_record compute it (`crc_clmul.c`: PCLMULQDQ), twin `zlib.crc32` |
 
 The loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL in C, so the
 dispatch thread's native work runs beside the put thread (c/kernel.h says why that is safe).
@@ -364,6 +365,7 @@ if COMPILED:
     encode_put = _native.encode_put
     place = _native.place
     index_hashes = _native.index_hashes
+    crc32 = _native.crc32
 
     def scan(buf, start: int, limit: int, check_crc: int, out: np.ndarray):
         """Walk records of `buf` from `start` (see the module table); returns (count,
@@ -385,3 +387,4 @@ else:
     index_hashes = _index_hashes_py
     scan = _scan_py
     java_hashes = _java_hashes_py
+    crc32 = zlib.crc32                 # the twin of crc32 (what the C's crc32_bytes computes)

@@ -21,6 +21,7 @@ from store.codec import record_check
 from store.commitlog.commit_log import CommitLog, is_queued_transaction_type, queued_transaction_mask
 from store.kernel.scan_groups import queue_groups
 from store.mappedfile.mapped_file import MappedFile
+from store.recovery.segment_reader import SegmentReader
 
 
 @dataclass
@@ -141,12 +142,14 @@ WALK_ROWS, WALK_RECORD, WALK_BLANK, WALK_INVALID = "rows", "record", "blank", "i
 
 
 def walk_log(commit_log: CommitLog, start_phy_offset: int, *, check_crc: bool,
-             whole_segments: bool = False):
+             whole_segments: bool = False, by_reads: bool = False):
     """Walk the log from `start_phy_offset` the way `CommitLog.scan` + `check_message` do record by
     record, in batches of `kernel.scan` rows (field checks and CRC in C). Yields:
 
-    - (WALK_ROWS, mapped, rows): valid records of `mapped` (rows of kernel.SCAN_COLUMNS, positions
-      relative to the segment; the array is reused: use it before the next step);
+    - (WALK_ROWS, where, rows): valid records (rows of kernel.SCAN_COLUMNS); `where` has the
+      `buffer` the rows' positions are relative to and the log offset of its first byte
+      (`file_from_offset`): the segment (a MappedFile) or, with `by_reads`, a `Window` of it. The
+      rows and the window's buffer are reused: use them before the next step;
     - (WALK_RECORD, phy_offset, CheckResult): one valid record found by `check_message`;
     - (WALK_BLANK, phy_offset, mapped): a BLANK; the walk goes on with the next segment;
     - (WALK_INVALID, phy_offset, CheckResult): the first invalid record; the walk ends.
@@ -155,47 +158,75 @@ def walk_log(commit_log: CommitLog, start_phy_offset: int, *, check_crc: bool,
     its size with `whole_segments`. The kernel's rows are records `check_message` accepts, except
     that it leaves a SCHEDULE_TOPIC_XXXX record's DELAY unjudged: those rows go through
     `check_message`. Wherever the kernel stops short of a segment's end (a BLANK, an invalid or torn
-    record, the read limit), `check_message` decides what is there.
+    record, the read limit), `check_message` decides what is there, on the segment's map.
+
+    `by_reads` (recovery's walk) reads the segments with pread into one buffer instead of through
+    their maps (`store.recovery.segment_reader`): the same bytes, the same answers. The kernel runs
+    on a window the way it runs on the segment, except where the window ends before the read limit:
+    a record it stops at there is read again at the start of the next window, and one that does not
+    fit in a whole window is checked on the map.
     """
     queue = commit_log.mapped_files
     out = kernel.scan_buffer(SCAN_BATCH_ROWS)
+    reader = SegmentReader() if by_reads else None
+    use_map = False          # the next step checks one record on the map (see above)
     phy_offset = start_phy_offset
-    while True:
-        mapped = queue.find_file(phy_offset)
-        if mapped is None:
-            return
-        base = mapped.file_from_offset
-        buf = mapped.buffer
-        limit = mapped.file_size_bytes if whole_segments else mapped.read_position
-        count, stop, kind, _ = kernel.scan(buf, phy_offset - base, limit, check_crc, out)
-        if count:
-            rows = out[:count]
-            rejected = _first_rejected_schedule_row(buf, rows, limit, check_crc)
-            if rejected is not None:
-                index, result = rejected
-                if index:
-                    yield WALK_ROWS, mapped, rows[:index]
-                yield WALK_INVALID, base + int(rows[index, _POS]), result
+    try:
+        while True:
+            mapped = queue.find_file(phy_offset)
+            if mapped is None:
                 return
-            yield WALK_ROWS, mapped, rows
-        phy_offset = base + stop
-        if kind == kernel.STOP_FULL or (kind == kernel.STOP_END and stop >= mapped.file_size_bytes):
-            continue      # more rows to read, or the next segment (a record ended the file exactly)
-        result = record_check.check_message(buf, stop, check_crc=check_crc, limit=limit)
-        if result.kind == record_check.CHECK_RECORD:        # not expected: the kernel stopped short
-            yield WALK_RECORD, phy_offset, result
-            phy_offset += result.size
-        elif result.kind == record_check.CHECK_BLANK:
-            yield WALK_BLANK, phy_offset, mapped
-            phy_offset = mapped.file_end_offset
-        else:
-            yield WALK_INVALID, phy_offset, result
-            return
+            base = mapped.file_from_offset
+            limit = mapped.file_size_bytes if whole_segments else mapped.read_position
+            where = None if reader is None or use_map else \
+                reader.read(mapped, phy_offset - base, limit)
+            if where is None:
+                where, buf_limit, rows_out, exact = mapped, limit, out[:1] if use_map else out, True
+                use_map = False
+            else:
+                buf_limit, rows_out = len(where.buffer), out
+                exact = phy_offset - base + buf_limit >= limit   # the window reaches the limit
+            buf, buf_base = where.buffer, where.file_from_offset
+            started = phy_offset - buf_base
+            count, stop, kind, _ = kernel.scan(buf, started, buf_limit, check_crc, rows_out)
+            if count:
+                rows = rows_out[:count]
+                rejected = _first_rejected_schedule_row(buf, rows, mapped, buf_base - base, limit,
+                                                        check_crc)
+                if rejected is not None:
+                    index, result = rejected
+                    if index:
+                        yield WALK_ROWS, where, rows[:index]
+                    yield WALK_INVALID, buf_base + int(rows[index, _POS]), result
+                    return
+                yield WALK_ROWS, where, rows
+            phy_offset = buf_base + stop
+            if kind == kernel.STOP_FULL or (
+                    kind == kernel.STOP_END and phy_offset - base >= mapped.file_size_bytes):
+                continue      # more rows to read, or the next segment (a record ended the file exactly)
+            if not exact and kind != kernel.STOP_BLANK:
+                # The window ended before the read limit: read on from where the kernel stopped.
+                use_map = kind != kernel.STOP_END and stop == started
+                continue
+            result = record_check.check_message(mapped.buffer, phy_offset - base,
+                                                check_crc=check_crc, limit=limit)
+            if result.kind == record_check.CHECK_RECORD:    # not expected: the kernel stopped short
+                yield WALK_RECORD, phy_offset, result
+                phy_offset += result.size
+            elif result.kind == record_check.CHECK_BLANK:
+                yield WALK_BLANK, phy_offset, mapped
+                phy_offset = mapped.file_end_offset
+            else:
+                yield WALK_INVALID, phy_offset, result
+                return
+    finally:
+        if reader is not None:
+            reader.close()
 
 
-def rows_end(mapped: MappedFile, rows: np.ndarray) -> int:
-    """The log offset just past the last record of `rows` (rows of `mapped`)."""
-    return mapped.file_from_offset + int(rows[-1, _POS]) + int(rows[-1, _SIZE])
+def rows_end(where, rows: np.ndarray) -> int:
+    """The log offset just past the last record of `rows` (rows of `where`, see `walk_log`)."""
+    return where.file_from_offset + int(rows[-1, _POS]) + int(rows[-1, _SIZE])
 
 
 def scan_valid_end(commit_log: CommitLog, start_index: int, *, check_crc: bool,
@@ -205,7 +236,7 @@ def scan_valid_end(commit_log: CommitLog, start_index: int, *, check_crc: bool,
     start = files[start_index].file_from_offset
     process_offset = start
     last_file_start = files[-1].file_from_offset
-    for step, where, what in walk_log(commit_log, start, check_crc=check_crc):
+    for step, where, what in walk_log(commit_log, start, check_crc=check_crc, by_reads=True):
         if step == WALK_ROWS:
             _note_rows(report, where.buffer, what, where.file_from_offset)
             process_offset = rows_end(where, what)
@@ -228,15 +259,18 @@ def scan_valid_end(commit_log: CommitLog, start_index: int, *, check_crc: bool,
     return process_offset
 
 
-def _first_rejected_schedule_row(buf, rows, limit: int, check_crc: bool):
+def _first_rejected_schedule_row(buf, rows, mapped: MappedFile, shift: int, limit: int,
+                                 check_crc: bool):
     """(row index, CheckResult) of the first SCHEDULE_TOPIC_XXXX row `check_message` rejects (a
-    DELAY Java cannot parse), None if there is none."""
+    DELAY Java cannot parse), None if there is none. `buf` holds the rows' bytes, `buf[0]` being
+    the segment's byte `shift`; `check_message` reads the record on the segment's map."""
     candidates = np.flatnonzero(rows[:, _TOPIC_LEN] == len(_SCHEDULE_TOPIC_BYTES))
     for index in candidates.tolist():
         topic_pos = int(rows[index, _TOPIC_POS])
         if buf[topic_pos:topic_pos + len(_SCHEDULE_TOPIC_BYTES)] != _SCHEDULE_TOPIC_BYTES:
             continue
-        result = record_check.check_message(buf, int(rows[index, _POS]), check_crc=check_crc, limit=limit)
+        result = record_check.check_message(mapped.buffer, shift + int(rows[index, _POS]),
+                                            check_crc=check_crc, limit=limit)
         if result.kind != record_check.CHECK_RECORD:
             return index, result
     return None

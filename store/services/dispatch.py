@@ -332,13 +332,15 @@ class ReputService:
                 buf[uniq_pos:uniq_end].decode("utf-8", "replace") if uniq_pos >= 0 else None,
                 sys_flag, prepared, None))
 
-    def do_reput(self, max_batches: int | None = None) -> int:
-        """Dispatch everything readable now; return the number of records dispatched."""
+    def do_reput(self, max_batches: int | None = None, until: int | None = None) -> int:
+        """Dispatch everything readable now (with `until`, no record that starts at or past it);
+        return the number of records dispatched."""
         total = 0
         batches = 0
         with self._lock:
             while True:
-                end = self.commit_log.max_offset()
+                end = self.commit_log.max_offset() if until is None else \
+                    min(until, self.commit_log.max_offset())
                 if self.reput_offset >= end and self.reput_offset >= self.commit_log.min_offset():
                     break
                 before = self.reput_offset

@@ -20,6 +20,7 @@ from store.recovery.commitlog_recovery import WALK_BLANK, WALK_RECORD, WALK_ROWS
 from store.recovery.loader import rebuild_queue_offset_table
 from store.mappedfile.mapped_file_queue import MappedFileQueue
 from store.services.allocate import AllocateMappedFileService
+from store.recovery.segment_reader import PageReleaser
 from store.services.cleanup import CleanupService
 from store.services.dispatch import ConsumeQueueDispatcher, IndexDispatcher, ReputService
 from store.services.flush import (AsyncFlushService, CommitService, ConsumeQueueFlushService,
@@ -150,7 +151,7 @@ class StoreServices:
             return
         self.reput.reput_offset = parts.recovery.dispatch_from
         before = self.reput.dispatched_records
-        self.reput.do_reput()
+        self._catch_up()
         report = parts.recovery
         report.redispatched_records = self.reput.dispatched_records - before
         report.redispatched_bytes = self.reput.reput_offset - report.dispatch_from
@@ -169,6 +170,22 @@ class StoreServices:
             self.schedule.load()    # after dispatch caught up: offsets are clamped to the queues
         if self.timer is not None:
             self.timer.load()       # after dispatch caught up: recovery reads its consume queue
+
+    def _catch_up(self) -> None:
+        """Dispatch everything readable (`do_reput`) a few MiB at a time, dropping the mapped pages
+        of the log it has passed (`PageReleaser`): after a crash that is the whole verified log, and
+        the process's resident memory must not grow with it."""
+        reput = self.reput
+        releaser = PageReleaser(self.parts.commit_log)
+        releaser.below(reput.reput_offset)
+        while True:
+            before, bound = reput.reput_offset, releaser.next_bound()
+            reput.do_reput(until=bound)
+            releaser.below(reput.reput_offset)
+            if reput.reput_offset == before:
+                if bound is not None:
+                    reput.do_reput()     # stopped short of the bound: as far as dispatch can go
+                return
 
     def start(self) -> None:
         parts = self.parts

@@ -23,6 +23,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | pull_unfiltered | a seed as a segment, a window of units into it, edge limits (pull_target.py) | when C answers: the Python pull path's answer |
 | decode_columns | the rows scan found, sometimes forged; random wants; exact or short outputs (columns_target.py) | `columns._decode_columns_py` |
 | walk_headers  | the mutated scan input from edge starts and stops into small outs (columns_target.py) | `columns._walk_headers_py` |
+| crc32         | bytes of edge and random lengths: noise, zeros, 0xFF, records (crc_target.py) | `zlib.crc32` |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -55,7 +56,7 @@ from store import kernel  # noqa: E402  (after the environment check)
 from store.api import Message  # noqa: E402
 from store.commitlog import put_path  # noqa: E402
 from tests.kernel_fuzz import (  # noqa: E402
-    columns_target, decode_target, dispatch_targets, lookup_targets, pull_target)
+    columns_target, crc_target, decode_target, dispatch_targets, lookup_targets, pull_target)
 from tests.kernel_fuzz.edges import (  # noqa: E402
     INT64_EDGES, OUT_OF_RANGE, POSITION_EDGES, Disagreement, outcome)
 
@@ -104,7 +105,8 @@ class Fuzzer:
                                                 "java_hashes", "encode_put", "tags_codes",
                                                 "unit_runs", "index_put", "index_select",
                                                 "cq_search_nearest", "read_message", "decode_records",
-                                                "pull_unfiltered", "decode_columns", "walk_headers")}
+                                                "pull_unfiltered", "decode_columns", "walk_headers",
+                                                "crc32")}
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
@@ -381,7 +383,7 @@ class Fuzzer:
         elif roll < 0.94:
             self.encode_put()
         else:               # the targets issue #17 added, each group in its own module
-            group = self.rng.choice(("lookup", "decode", "pull"))
+            group = self.rng.choice(("lookup", "decode", "pull", "crc"))
             if group == "lookup":                          # tests/kernel_fuzz/lookup_targets.py
                 name = self.rng.choice(["index_select", "cq_search_nearest", "read_message"])
                 compared = getattr(lookup_targets, name)(self)
@@ -389,6 +391,8 @@ class Fuzzer:
                 self.compared[name] += compared
             elif group == "decode":
                 decode_target.decode_records(self, outcome, Disagreement)
+            elif group == "crc":
+                crc_target.crc32(self, Disagreement)
             else:
                 pull_target.pull_unfiltered(self, outcome, Disagreement)
 

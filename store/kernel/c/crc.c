@@ -36,10 +36,11 @@ static void crc_find_zlib(void)
         zlib_crc32 = (zlib_crc32_fn)dlsym(handle, "crc32");
 }
 
-uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n)
+/* The CRC of `crc`'s bytes followed by p[0, n) (zlib's crc32(crc, p, n)). */
+static uint32_t crc_update(uint32_t crc, const unsigned char *p, Py_ssize_t n)
 {
     if (zlib_crc32 != NULL) {
-        unsigned long c = 0;
+        unsigned long c = crc;
         while (n > 0) {
             unsigned int chunk = n > (Py_ssize_t)0x40000000 ? 0x40000000u : (unsigned int)n;
             c = zlib_crc32(c, p, chunk);
@@ -48,7 +49,7 @@ uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n)
         }
         return (uint32_t)c;
     }
-    uint32_t c = 0xFFFFFFFFu;
+    uint32_t c = crc ^ 0xFFFFFFFFu;
     while (n && ((uintptr_t)p & 7)) {
         c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
         n--;
@@ -74,13 +75,28 @@ uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n)
     return c ^ 0xFFFFFFFFu;
 }
 
+static int clmul;       /* crc_clmul.c's blocks are used (the CPU has PCLMULQDQ) */
+
+uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n)
+{
+    if (clmul && n >= 64) {
+        Py_ssize_t blocks = n & ~(Py_ssize_t)15;
+        uint32_t c = ~crc_clmul_blocks(0xFFFFFFFFu, p, blocks);
+        return blocks == n ? c : crc_update(c, p + blocks, n - blocks);
+    }
+    return crc_update(0, p, n);
+}
+
 void rmq_crc_init(void)
 {
     crc_tables();
     crc_find_zlib();
+    clmul = crc_clmul_available();
 }
 
 const char *rmq_crc_name(void)
 {
+    if (clmul)
+        return zlib_crc32 ? "pclmul+zlib" : "pclmul+slicing-by-8";
     return zlib_crc32 ? "zlib" : "slicing-by-8";
 }

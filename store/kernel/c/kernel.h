@@ -4,6 +4,7 @@
  * | file      | what                                                                          |
  * |-----------|-------------------------------------------------------------------------------|
  * | crc.c     | zlib's CRC-32 (the system libz found with dlopen, else slicing-by-8 tables)   |
+ * | crc_clmul.c| crc32: the same CRC-32 by carry-less multiplication (PCLMULQDQ), 16-byte blocks |
  * | record.c  | encode_record: one commit-log record; place: copy it into a segment            |
  * | put.c     | encode_put: store.commitlog.put_path.encode_for_put's common case in one call            |
  * | scan.c    | scan: walk records like checkMessageAndReturnSize, one int64 row per record    |
@@ -102,6 +103,11 @@ unsigned char *rmq_write_record(unsigned char *p, const rmq_record *r);
 void rmq_crc_init(void);
 const char *rmq_crc_name(void);
 uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n);
+/* crc_clmul.c */
+int crc_clmul_available(void);
+uint32_t crc_clmul_blocks(uint32_t crc, const unsigned char *p, Py_ssize_t n);
+extern const char rmq_crc32_doc[];
+PyObject *rmq_crc32(PyObject *self, PyObject *arg);
 
 /* hash.c */
 uint32_t rmq_java_hash(PyObject *text);

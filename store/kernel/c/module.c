@@ -19,6 +19,7 @@ static PyMethodDef methods[] = {
     {"unit_runs", rmq_unit_runs, METH_VARARGS, rmq_unit_runs_doc},
     {"decode_columns", rmq_decode_columns, METH_VARARGS, rmq_decode_columns_doc},
     {"walk_headers", rmq_walk_headers, METH_VARARGS, rmq_walk_headers_doc},
+    {"crc32", rmq_crc32, METH_O, rmq_crc32_doc},
     {NULL, NULL, 0, NULL},
 };
 
