@@ -17,6 +17,8 @@ static PyMethodDef methods[] = {
     {"tags_codes", rmq_tags_codes, METH_VARARGS, rmq_tags_codes_doc},
     {"index_put", rmq_index_put, METH_VARARGS, rmq_index_put_doc},
     {"unit_runs", rmq_unit_runs, METH_VARARGS, rmq_unit_runs_doc},
+    {"encode_batch", (PyCFunction)(void (*)(void))rmq_encode_batch, METH_FASTCALL, rmq_encode_batch_doc},
+    {"place_batch", rmq_place_batch, METH_VARARGS, rmq_place_batch_doc},
     {NULL, NULL, 0, NULL},
 };
 
