@@ -71,6 +71,8 @@ class MessageStore(LookupsMixin):
         # One native call encodes a put (or a batch), one places it (see CommitLog.append_encoded);
         # not for DLedger's log, which frames records itself.
         self._encode_batch = encode_batch if type(self.commit_log) is CommitLog else None
+        # 4.9 style without LMQ: no timer hook, batch topic or LMQ offsets to apply to a put.
+        self._plain_puts = self.style != "5.x" and self._lmq is None and parts.batch_queues is None
         self._close_lock = threading.Lock()
         self._noted_queues: set[tuple[str, int]] = set()
         self.services = StoreServices(parts, confirm_offset_of=self.confirm_offset)
@@ -194,6 +196,8 @@ class MessageStore(LookupsMixin):
         refused = self._refuse_writes()
         if refused is not None:
             return refused
+        if self._plain_puts:
+            return self._put_one(message)
         if self._timer_hook is not None and message.properties:
             sent = message
             try:

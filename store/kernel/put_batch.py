@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from store.kernel import COMPILED, _native
+from store.kernel import COMPILED, _native, _refuse_overflow
 
 _LAYOUT = struct.Struct("=ii")       # per record: TOTALSIZE, store timestamp position (native int32)
 _OFFSETS = struct.Struct(">qq").pack_into
@@ -52,6 +52,9 @@ def encode_batch_py(messages, context, now_ms: int, encode_put):
 def place_batch_py(target, position: int, records, layout, queue_offset: int, phy_offset: int,
                    store_timestamp: int, queued, msg_id_prefix: str) -> tuple[str, ...]:
     """`place_batch` in Python: the same checks, bytes and msgIds (see c/put_batch.c)."""
+    _refuse_overflow((position, "n"), (queue_offset, "L"), (phy_offset, "L"), (store_timestamp, "L"))
+    if not isinstance(msg_id_prefix, str):
+        raise TypeError(f"place_batch() argument 9 must be str, not {type(msg_id_prefix).__name__}")
     view = memoryview(target)
     if view.readonly:
         raise TypeError("place_batch() argument 1 must be read-write bytes-like object")

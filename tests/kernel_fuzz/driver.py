@@ -21,6 +21,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | index_select, cq_search_nearest, read_message | see tests/kernel_fuzz/lookup_targets.py  | their `*_py` twins |
 | decode_records | corpus records, some with lengths forged, cut or non-ASCII tails (decode_target.py) | `decode._decode_records_py` |
 | pull_unfiltered | a seed as a segment, a window of units into it, edge limits (pull_target.py) | when C answers: the Python pull path's answer |
+| encode_batch, place_batch | batches of edge messages; corpus records with forged layouts (put_batch_target.py) | `put_batch`'s twins |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -52,7 +53,8 @@ if os.environ.get("RMQ_KERNEL") != "python":
 from store import kernel  # noqa: E402  (after the environment check)
 from store.api import Message  # noqa: E402
 from store.commitlog import put_path  # noqa: E402
-from tests.kernel_fuzz import decode_target, dispatch_targets, lookup_targets, pull_target  # noqa: E402
+from tests.kernel_fuzz import (decode_target, dispatch_targets, lookup_targets,  # noqa: E402
+                               pull_target, put_batch_target)
 from tests.kernel_fuzz.edges import (  # noqa: E402
     INT64_EDGES, OUT_OF_RANGE, POSITION_EDGES, Disagreement, outcome)
 
@@ -101,7 +103,7 @@ class Fuzzer:
                                                 "java_hashes", "encode_put", "tags_codes",
                                                 "unit_runs", "index_put", "index_select",
                                                 "cq_search_nearest", "read_message", "decode_records",
-                                                "pull_unfiltered")}
+                                                "pull_unfiltered", "encode_batch", "place_batch")}
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
@@ -376,7 +378,7 @@ class Fuzzer:
         elif roll < 0.94:
             self.encode_put()
         else:               # the targets issue #17 added, each group in its own module
-            group = self.rng.choice(("lookup", "decode", "pull"))
+            group = self.rng.choice(("lookup", "decode", "pull", "put_batch"))
             if group == "lookup":                          # tests/kernel_fuzz/lookup_targets.py
                 name = self.rng.choice(["index_select", "cq_search_nearest", "read_message"])
                 compared = getattr(lookup_targets, name)(self)
@@ -384,8 +386,11 @@ class Fuzzer:
                 self.compared[name] += compared
             elif group == "decode":
                 decode_target.decode_records(self, outcome, Disagreement)
-            else:
+            elif group == "pull":
                 pull_target.pull_unfiltered(self, outcome, Disagreement)
+            else:
+                getattr(put_batch_target, self.rng.choice(["encode_batch", "place_batch"]))(
+                    self, outcome, Disagreement)
 
 
 def main(argv: list[str] | None = None) -> int:
