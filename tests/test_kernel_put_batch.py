@@ -166,8 +166,13 @@ def test_place_batch_writes_offsets_time_and_msg_ids():
 # -- the store, with the one-call path and without it ----------------------------------------------
 
 def _store_files(root) -> str:
+    """A digest of the commit log, consume queue files and index (a RocksDB database and 5.x
+    metadata carry wall-clock times: they differ from run to run whichever path put)."""
     digest = hashlib.sha256()
     for directory, _dirs, files in sorted(os.walk(root)):
+        if os.path.relpath(directory, root).split(os.sep)[0] not in ("commitlog", "consumequeue",
+                                                                      "index") or "CURRENT" in files:
+            continue
         for name in sorted(files):
             if name in ("checkpoint", "abort", "lock"):
                 continue
@@ -178,8 +183,8 @@ def _store_files(root) -> str:
     return digest.hexdigest()
 
 
-def _puts(root, fast: bool, calls):
-    store = MessageStore.open(small_config(root, max_message_size=40000),
+def _puts(root, fast: bool, calls, **config):
+    store = MessageStore.open(small_config(root, max_message_size=40000, **config),
                               clock_ms=FakeClock(step_ms=0))
     answered = []
     if fast and kernel.COMPILED:
@@ -195,12 +200,16 @@ def _puts(root, fast: bool, calls):
                    for kind, item in calls]
     finally:
         store.close()
-    # The one-call path must take the common puts (the first of a topic or host goes the long way).
-    assert not fast or not kernel.COMPILED or sum(answered) > 390
-    return results, _store_files(root)
+    return results, _store_files(root), sum(answered)
 
 
-def test_store_puts_are_the_same_with_the_one_call_path_and_without(tmp_path):
+# 5.x (its __CRC32# trailer) and RocksDB (dispatch requests) keep to the Python path: the same
+# answers there too, whichever path a future change sends them down.
+@pytest.mark.parametrize("config, least_answered", [({}, 390), ({"store_format": "5.x"}, 0),
+                                                    ({"store_type": "defaultRocksDB"}, 0)],
+                         ids=["4.9", "5.x", "rocksdb"])
+def test_store_puts_are_the_same_with_the_one_call_path_and_without(tmp_path, config,
+                                                                    least_answered):
     rng = random.Random(11)
     calls = []
     for number in range(400):
@@ -223,8 +232,10 @@ def test_store_puts_are_the_same_with_the_one_call_path_and_without(tmp_path):
         ("batch", (Message("TopicB", b"y", 1), Message("TopicB", b"z", 1))),   # a tuple
         ("one", Message("TopicA", b"y", 99999)),                          # queue id out of range
     ]
-    fast_results, fast_files = _puts(tmp_path / "fast", True, calls)
-    slow_results, slow_files = _puts(tmp_path / "slow", False, calls)
+    fast_results, fast_files, answered = _puts(tmp_path / "fast", True, calls, **config)
+    slow_results, slow_files, _ = _puts(tmp_path / "slow", False, calls, **config)
+    # The one-call path takes the common puts (the first of a topic or host goes the long way).
+    assert answered >= (least_answered if kernel.COMPILED else 0)
     assert fast_results == slow_results
     assert fast_files == slow_files
     assert [r.error for r in fast_results if not r.ok] == [
