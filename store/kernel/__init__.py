@@ -25,6 +25,7 @@ which use it, stay at the bottom of the import graph.
 | tags_codes      | the tagsCode of each scan row (ASCII TAGS; TAGS_CODE_ASK: ask), twin in `dispatch_twins` |
 | unit_runs       | consume-queue units of scan rows grouped by queue, twin in `dispatch_twins` |
 | index_put       | `IndexFile.put_keys` into the map (entries, chains, slots), twin in `dispatch_twins` |
+| crc32           | the CRC-32 every BODYCRC uses (zlib's; 16-byte blocks by PCLMULQDQ in `c/crc_clmul.c` when the CPU has it), for tests |
 | encode_batch, place_batch | a put's records encoded in one call (None: ask), placed with offsets, time and msgIds in one (`put_batch.py`, twins there) |
 
 The loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL in C, so the

@@ -21,7 +21,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | index_select, cq_search_nearest, read_message | see tests/kernel_fuzz/lookup_targets.py  | their `*_py` twins |
 | decode_records | corpus records, some with lengths forged, cut or non-ASCII tails (decode_target.py) | `decode._decode_records_py` |
 | pull_unfiltered | a seed as a segment, a window of units into it, edge limits (pull_target.py) | when C answers: the Python pull path's answer |
-| encode_batch, place_batch | batches of edge messages; corpus records with forged layouts (put_batch_target.py) | `put_batch`'s twins |
+| encode_batch, place_batch, crc32 | batches of edge messages; corpus records with forged layouts; slices of seeds (put_batch_target.py) | `put_batch`'s twins; zlib.crc32 |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -103,7 +103,8 @@ class Fuzzer:
                                                 "java_hashes", "encode_put", "tags_codes",
                                                 "unit_runs", "index_put", "index_select",
                                                 "cq_search_nearest", "read_message", "decode_records",
-                                                "pull_unfiltered", "encode_batch", "place_batch")}
+                                                "pull_unfiltered", "encode_batch", "place_batch",
+                                                "crc32")}
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
@@ -389,7 +390,7 @@ class Fuzzer:
             elif group == "pull":
                 pull_target.pull_unfiltered(self, outcome, Disagreement)
             else:
-                getattr(put_batch_target, self.rng.choice(["encode_batch", "place_batch"]))(
+                getattr(put_batch_target, self.rng.choice(["encode_batch", "place_batch", "crc32"]))(
                     self, outcome, Disagreement)
 
 

@@ -1,5 +1,5 @@
 """The fuzz driver's `encode_batch` and `place_batch` targets (store/kernel/c/put_batch.c), checked
-against their twins in store/kernel/put_batch.py.
+against their twins in store/kernel/put_batch.py, and `crc32` (crc.c + crc_clmul.c) against zlib.crc32.
 
 encode_batch: batches of 0-40 messages, mostly well formed, some with a second topic or queue, a
 DELAY, a transactional flag, a bad field, bodies near maxMessageSize and segment sizes; the twin is
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
+import zlib
 
 from store.api import Message
 from store.commitlog import put_path
@@ -101,3 +102,19 @@ def place_batch(fuzzer, outcome, disagreement) -> None:
     want = outcome(place_batch_py, target_py, args[0], records_py, *args[1:])
     if got != want or target_c != target_py or records_c != records_py:
         raise disagreement(f"place_batch: C {got!r:.300} != twin {want!r:.300} (or the bytes differ)")
+
+
+def crc32(fuzzer, outcome, disagreement) -> None:
+    """A seed or a mutated one, at a random start and length (the folding's block edges)."""
+    rng = fuzzer.rng
+    data = fuzzer.mutate(rng.randrange(len(fuzzer.seeds))) if rng.random() < 0.5 else \
+        rng.choice(fuzzer.seeds)
+    start = rng.randrange(len(data) + 1)
+    length = rng.choice([0, 15, 16, 63, 64, 65, 127, 128, 1024, rng.randrange(len(data) + 1)])
+    piece = memoryview(data)[start:start + length]
+    fuzzer.last_input = {"target": "crc32", "start": start, "length": length}
+    got = fuzzer.native.crc32(piece)
+    fuzzer.executions["crc32"] += 1
+    fuzzer.compared["crc32"] += 1
+    if got != zlib.crc32(piece):
+        raise disagreement(f"crc32: C {got} != zlib {zlib.crc32(piece)}")

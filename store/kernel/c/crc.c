@@ -1,6 +1,7 @@
 /* zlib's CRC-32, what java.util.zip.CRC32 and RocketMQ's UtilAll.crc32 compute. */
 
 #include <dlfcn.h>
+#include <stdlib.h>
 
 #include "kernel.h"
 
@@ -36,10 +37,18 @@ static void crc_find_zlib(void)
         zlib_crc32 = (zlib_crc32_fn)dlsym(handle, "crc32");
 }
 
+static int clmul;                       /* crc_clmul.c's folding can run here */
+
 uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n)
 {
+    uint32_t head = 0;                  /* the CRC of the whole 16-byte blocks crc_clmul.c took */
+    if (clmul) {
+        Py_ssize_t done = rmq_crc_clmul(p, n, &head);
+        p += done;
+        n -= done;
+    }
     if (zlib_crc32 != NULL) {
-        unsigned long c = 0;
+        unsigned long c = head;
         while (n > 0) {
             unsigned int chunk = n > (Py_ssize_t)0x40000000 ? 0x40000000u : (unsigned int)n;
             c = zlib_crc32(c, p, chunk);
@@ -48,7 +57,7 @@ uint32_t crc32_bytes(const unsigned char *p, Py_ssize_t n)
         }
         return (uint32_t)c;
     }
-    uint32_t c = 0xFFFFFFFFu;
+    uint32_t c = ~head;
     while (n && ((uintptr_t)p & 7)) {
         c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
         n--;
@@ -78,9 +87,12 @@ void rmq_crc_init(void)
 {
     crc_tables();
     crc_find_zlib();
+    clmul = rmq_crc_clmul_available() && getenv("RMQ_CRC_NO_CLMUL") == NULL;
 }
 
 const char *rmq_crc_name(void)
 {
+    if (clmul)
+        return zlib_crc32 ? "pclmul+zlib" : "pclmul+slicing-by-8";
     return zlib_crc32 ? "zlib" : "slicing-by-8";
 }

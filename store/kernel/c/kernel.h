@@ -4,6 +4,7 @@
  * | file      | what                                                                          |
  * |-----------|-------------------------------------------------------------------------------|
  * | crc.c     | zlib's CRC-32 (the system libz found with dlopen, else slicing-by-8 tables)   |
+ * | crc_clmul.c | its 16-byte blocks by PCLMULQDQ folding when the CPU has it; crc32() for tests |
  * | record.c  | encode_record: one commit-log record; place: copy it into a segment            |
  * | put.c     | encode_put: store.commitlog.put_path.encode_for_put's common case in one call            |
  * | put_batch.c | encode_batch, place_batch: a put's records encoded in one call, placed with offsets and msgIds in one |
@@ -147,6 +148,13 @@ PyObject *rmq_unit_runs(PyObject *self, PyObject *args);
 extern const char rmq_tags_codes_doc[], rmq_index_put_doc[], rmq_unit_runs_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
     rmq_java_hashes_doc[], rmq_index_hashes_doc[];
+
+/* crc_clmul.c: CRC-32 of the whole 16-byte blocks of p[0:n] (n >= 64, else nothing) folded into
+ * *crc (a finished CRC value, 0 to start); returns the bytes taken. */
+int rmq_crc_clmul_available(void);
+Py_ssize_t rmq_crc_clmul(const unsigned char *p, Py_ssize_t n, uint32_t *crc);
+PyObject *rmq_crc32(PyObject *self, PyObject *arg);
+extern const char rmq_crc32_doc[];
 
 /* put_batch.c */
 PyObject *rmq_encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

@@ -19,6 +19,7 @@ static PyMethodDef methods[] = {
     {"unit_runs", rmq_unit_runs, METH_VARARGS, rmq_unit_runs_doc},
     {"encode_batch", (PyCFunction)(void (*)(void))rmq_encode_batch, METH_FASTCALL, rmq_encode_batch_doc},
     {"place_batch", rmq_place_batch, METH_VARARGS, rmq_place_batch_doc},
+    {"crc32", rmq_crc32, METH_O, rmq_crc32_doc},
     {NULL, NULL, 0, NULL},
 };
 
