@@ -141,6 +141,9 @@ const char rmq_place_batch_doc[] = (
 "fit the target there.");
 
 static const char HEX[] = "0123456789ABCDEF";
+/* Copies this large release the GIL (a single put's record is copied with it held: the release and
+ * the wait to get it back would cost more than the copy). */
+#define PLACE_UNLOCKED_BYTES 8192
 
 PyObject *rmq_place_batch(PyObject *self, PyObject *args)
 {
@@ -221,9 +224,18 @@ PyObject *rmq_place_batch(PyObject *self, PyObject *args)
         cursor += size;
     }
     unsigned char *t = (unsigned char *)target.buf + position;
-    /* memmove: `records` may be a view of `target` itself. */
-    memmove(t + 8, src + 8, records.len - 8);
-    memmove(t, src, 8);
+    /* memmove: `records` may be a view of `target` itself. A batch's copy (its first touches of the
+     * segment's pages cost most) runs without the GIL, beside the dispatch thread: it touches only
+     * the two buffers held above. */
+    if (records.len >= PLACE_UNLOCKED_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        memmove(t + 8, src + 8, records.len - 8);
+        memmove(t, src, 8);
+        Py_END_ALLOW_THREADS
+    } else {
+        memmove(t + 8, src + 8, records.len - 8);
+        memmove(t, src, 8);
+    }
     result = ids;
 done:
     PyBuffer_Release(&target);
