@@ -12,7 +12,7 @@ import threading
 import time
 
 from store.api import GetMessageResult, Message, PutMessageResult, PutMessageStatus
-from store.commitlog.commit_log import RecordTooLargeForSegment
+from store.commitlog.commit_log import CommitLog, RecordTooLargeForSegment
 from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
 from store.commitlog.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
 from store.config import StoreConfig
@@ -22,6 +22,7 @@ from store.consumequeue.lmq import PROPERTY_INNER_MULTI_QUEUE_OFFSET, LmqOffsets
 from store.dledger.commit_log import DLedgerCommitLog
 from store.errors import ReadOnlyStoreError, StoreClosedError
 from store.inspect.live import StoreInspector
+from store.kernel.put_batch import encode_batch
 from store.lookups import LookupsMixin
 from store.recovery.loader import open_parts
 from store.services.lifecycle import StoreServices
@@ -67,6 +68,11 @@ class MessageStore(LookupsMixin):
             cfg.access_message_in_memory_max_ratio, total_physical_memory_bytes())
         self._units_per_cq_file = cfg.mapped_file_size_consume_queue // 20 \
             if cfg.store_type == "default" else 0       # RocksDB: no files (rollNextFile 0)
+        # One native call encodes a put (or a batch), one places it (see CommitLog.append_encoded);
+        # not for DLedger's log, which frames records itself.
+        self._encode_batch = encode_batch if type(self.commit_log) is CommitLog else None
+        # 4.9 style without LMQ: no timer hook, batch topic or LMQ offsets to apply to a put.
+        self._plain_puts = self.style != "5.x" and self._lmq is None and parts.batch_queues is None
         self._close_lock = threading.Lock()
         # topic -> its queue ids in topics.json (a set per topic, not a tuple per queue: 16,384 new
         # queues' tuples kept Python's garbage collector busy during puts)
@@ -192,6 +198,8 @@ class MessageStore(LookupsMixin):
         refused = self._refuse_writes()
         if refused is not None:
             return refused
+        if self._plain_puts:
+            return self._put_one(message)
         if self._timer_hook is not None and message.properties:
             sent = message
             try:
@@ -232,21 +240,34 @@ class MessageStore(LookupsMixin):
         return batch_queues.queue(topic, queue_id)
 
     def _put_one(self, message: Message) -> PutMessageResult:
+        now_ms = self.clock_ms()
+        if self._encode_batch is not None and not self.commit_log.make_dispatch_requests:
+            fast = self._encode_batch([message], self._put_settings.kernel_context, now_ms)
+            if fast is not None:
+                return self._acknowledge(self.commit_log.append_encoded(*fast), fast[2], fast[3],
+                                         (message,))
         try:
-            record, draft = encode_for_put(message, self._put_settings, self.clock_ms())
+            record, draft = encode_for_put(message, self._put_settings, now_ms)
         except PutRefused as refusal:
             return PutMessageResult(refusal.status, error=refusal.reason)
         try:
             appended = self.commit_log.append_one(record, draft)
         except RecordTooLargeForSegment as error:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(error))
-        return self._acknowledge(appended, draft, (message,))
+        return self._acknowledge(appended, draft.topic, draft.queue_id, (message,))
 
     def put_messages(self, messages: list[Message]) -> PutMessageResult:
         """Append a batch: one topic and queue, all records in one segment, all or nothing."""
         refused = self._refuse_writes()
         if refused is not None:
             return refused
+        now_ms = self.clock_ms()
+        if self._encode_batch is not None and not self.commit_log.make_dispatch_requests \
+                and type(messages) is list:
+            fast = self._encode_batch(messages, self._put_settings.kernel_context, now_ms)
+            if fast is not None:      # else the code below decides, with its status and sentence
+                return self._acknowledge(self.commit_log.append_encoded(*fast), fast[2], fast[3],
+                                         messages)
         if not messages:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="empty batch")
         first = messages[0]
@@ -255,7 +276,6 @@ class MessageStore(LookupsMixin):
             if message.topic != topic or message.queue_id != queue_id:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                         error="a batch must have one topic and one queue")
-        now_ms = self.clock_ms()
         settings = self._put_settings
         records = []
         drafts = []
@@ -283,11 +303,11 @@ class MessageStore(LookupsMixin):
             appended = self.commit_log.append(records, drafts)
         except RecordTooLargeForSegment as error:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(error))
-        return self._acknowledge(appended, drafts[0], messages)
+        return self._acknowledge(appended, drafts[0].topic, drafts[0].queue_id, messages)
 
-    def _acknowledge(self, appended, draft, messages) -> PutMessageResult:
-        if draft.queue_id not in self._noted_queues.get(draft.topic, ()):
-            self._note_topic(draft.topic, draft.queue_id)
+    def _acknowledge(self, appended, topic: str, queue_id: int, messages) -> PutMessageResult:
+        if queue_id not in self._noted_queues.get(topic, ()):
+            self._note_topic(topic, queue_id)
         status = self.services.after_append(appended, messages)
         msg_ids = appended.msg_ids
         return PutMessageResult(

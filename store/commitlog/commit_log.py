@@ -24,6 +24,7 @@ from store.codec import prop_crc, record_check
 from store.codec.message import DispatchRequest
 from store.codec.msgid import msg_id_prefix
 from store.kernel import place
+from store.kernel.put_batch import place_batch
 from store.mappedfile.mapped_file import MappedFile
 from store.mappedfile.mapped_file_queue import MappedFileQueue
 
@@ -241,6 +242,40 @@ class CommitLog:
                 add_request(request)
         return AppendResult(phy_offset, total, queue_offset, store_timestamp, tuple(msg_ids),
                             len(records))
+
+    def append_encoded(self, records: bytearray, layout: bytes, topic: str, queue_id: int,
+                       sys_flag: int, count: int) -> AppendResult:
+        """`append` of `store.kernel.put_batch.encode_batch`'s answer (one record or a batch of one
+        topic and queue, no delay, no `__CRC32#` trailer): offsets, store time and msgIds set and the
+        records copied in one native call, the first header last; the same bytes, offsets and msgIds
+        as `append`. No dispatch requests: only for when `make_dispatch_requests` is off."""
+        total = len(records)
+        kind = sys_flag & _TRANSACTION_MASK
+        queued = kind != _TRANSACTION_PREPARED and kind != _TRANSACTION_ROLLBACK
+        with self.put_lock:
+            store_timestamp = self.clock_ms()
+            if store_timestamp < self.last_store_timestamp:
+                store_timestamp = self.last_store_timestamp  # keep store times non-decreasing
+            files = self.mapped_files.files
+            mapped = files[-1] if files else None
+            if mapped is None or mapped.wrote_position >= mapped.file_size_bytes:
+                mapped = self.mapped_files.last_file_or_create(0)
+            position = mapped.wrote_position
+            if total + msgcodec.END_FILE_MIN_BLANK_LENGTH > mapped.file_size_bytes - position:
+                self._write_blank(mapped)
+                mapped = self.mapped_files.last_file_or_create(0)
+                position = mapped.wrote_position
+            key = (topic, queue_id)
+            queue_offset = self.queue_offsets.get(key, 0) if queued else 0
+            phy_offset = mapped.file_from_offset + position
+            msg_ids = place_batch(mapped.write_buffer if mapped.write_buffer is not None
+                                  else mapped.buffer, position, records, layout, queue_offset,
+                                  phy_offset, store_timestamp, queued, self._msg_id_prefix)
+            mapped.wrote_position = position + total
+            if queued:
+                self.queue_offsets[key] = queue_offset + count
+            self.last_store_timestamp = store_timestamp
+        return AppendResult(phy_offset, total, queue_offset, store_timestamp, msg_ids, count)
 
     @staticmethod
     def _copy_records(mapped: MappedFile, position: int, records: list[bytearray]) -> None:

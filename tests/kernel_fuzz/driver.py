@@ -19,11 +19,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | java_hashes   | strings of ASCII, Latin-1, BMP, astral characters and lone surrogates   | `_java_hashes_py` |
 | encode_put    | messages with edge fields under edge settings (maximum size, segment size) | `put_path._encode_for_put` (when C accepts, the same bytes) |
 | index_select, cq_search_nearest, read_message | see tests/kernel_fuzz/lookup_targets.py  | their `*_py` twins |
-| decode_records | corpus records, some with lengths forged, cut or non-ASCII tails (decode_target.py) | `decode._decode_records_py` |
-| pull_unfiltered | a seed as a segment, a window of units into it, edge limits (pull_target.py) | when C answers: the Python pull path's answer |
-| decode_columns | the rows scan found, sometimes forged; random wants; exact or short outputs (columns_target.py) | `columns._decode_columns_py` |
-| walk_headers  | the mutated scan input from edge starts and stops into small outs (columns_target.py) | `columns._walk_headers_py` |
-| crc32         | bytes of edge and random lengths: noise, zeros, 0xFF, records (crc_target.py) | `zlib.crc32` |
+| decode_records, pull_unfiltered, decode_columns, walk_headers, crc32, encode_batch, place_batch | see decode_target.py, pull_target.py, columns_target.py, crc_target.py, put_batch_target.py | the twins each module names |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -56,7 +52,8 @@ from store import kernel  # noqa: E402  (after the environment check)
 from store.api import Message  # noqa: E402
 from store.commitlog import put_path  # noqa: E402
 from tests.kernel_fuzz import (  # noqa: E402
-    columns_target, crc_target, decode_target, dispatch_targets, lookup_targets, pull_target)
+    columns_target, crc_target, decode_target, dispatch_targets, lookup_targets, pull_target,
+    put_batch_target)
 from tests.kernel_fuzz.edges import (  # noqa: E402
     INT64_EDGES, OUT_OF_RANGE, POSITION_EDGES, Disagreement, outcome)
 
@@ -101,12 +98,11 @@ class Fuzzer:
                 self.records.append(data[pos:pos + size])
         if not self.seeds or not self.records:
             raise SystemExit(f"no seed records in {corpus_dir}")
-        self.executions = {name: 0 for name in ("scan", "index_hashes", "place", "encode_record",
-                                                "java_hashes", "encode_put", "tags_codes",
-                                                "unit_runs", "index_put", "index_select",
-                                                "cq_search_nearest", "read_message", "decode_records",
-                                                "pull_unfiltered", "decode_columns", "walk_headers",
-                                                "crc32")}
+        self.executions = dict.fromkeys((
+            "scan", "index_hashes", "place", "encode_record", "java_hashes", "encode_put", "tags_codes",
+            "unit_runs", "index_put", "index_select", "cq_search_nearest", "read_message",
+            "decode_records", "pull_unfiltered", "decode_columns", "walk_headers", "encode_batch",
+            "place_batch", "crc32"), 0)
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
@@ -383,7 +379,7 @@ class Fuzzer:
         elif roll < 0.94:
             self.encode_put()
         else:               # the targets issue #17 added, each group in its own module
-            group = self.rng.choice(("lookup", "decode", "pull", "crc"))
+            group = self.rng.choice(("lookup", "decode", "pull", "crc", "put_batch"))
             if group == "lookup":                          # tests/kernel_fuzz/lookup_targets.py
                 name = self.rng.choice(["index_select", "cq_search_nearest", "read_message"])
                 compared = getattr(lookup_targets, name)(self)
@@ -393,8 +389,11 @@ class Fuzzer:
                 decode_target.decode_records(self, outcome, Disagreement)
             elif group == "crc":
                 crc_target.crc32(self, Disagreement)
-            else:
+            elif group == "pull":
                 pull_target.pull_unfiltered(self, outcome, Disagreement)
+            else:
+                getattr(put_batch_target, self.rng.choice(["encode_batch", "place_batch"]))(
+                    self, outcome, Disagreement)
 
 
 def main(argv: list[str] | None = None) -> int:

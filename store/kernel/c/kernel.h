@@ -7,6 +7,7 @@
  * | crc_clmul.c| crc32: the same CRC-32 by carry-less multiplication (PCLMULQDQ), 16-byte blocks |
  * | record.c  | encode_record: one commit-log record; place: copy it into a segment            |
  * | put.c     | encode_put: store.commitlog.put_path.encode_for_put's common case in one call            |
+ * | put_batch.c | encode_batch, place_batch: a put's records encoded in one call, placed with offsets and msgIds in one |
  * | scan.c    | scan: walk records like checkMessageAndReturnSize, one int64 row per record    |
  * | hash.c    | java_hashes, index_hashes: Java String.hashCode of strings / of index keys     |
  * | lookup.c  | cq_search_nearest, index_select, read_message: time search over CQ units; an  |
@@ -157,5 +158,10 @@ PyObject *rmq_walk_headers(PyObject *self, PyObject *args);
 extern const char rmq_decode_columns_doc[], rmq_walk_headers_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
     rmq_java_hashes_doc[], rmq_index_hashes_doc[];
+
+/* put_batch.c */
+PyObject *rmq_encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *rmq_place_batch(PyObject *self, PyObject *args);
+extern const char rmq_encode_batch_doc[], rmq_place_batch_doc[];
 
 #endif
