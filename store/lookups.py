@@ -17,13 +17,14 @@ from store.codec.message import (
     decode_message,
     store_timestamp_position,
 )
+from store.codec.index_codec import build_key
 from store.codec.msgid import decode_message_id
 from store.commitlog.earliest import earliest_message_time_5x
 from store.consumequeue.batch.by_time import check_batch_boundary
 from store.errors import MessageNotFoundError, StoreClosedError
 from store.codec.properties import decode_properties
 from store.kernel.lookup import COMPILED as KERNEL_COMPILED
-from store.kernel.lookup import read_message_fast, read_message_py
+from store.kernel.query import query_keys_fast, query_keys_py
 
 BOUNDARIES = ("nearest", "lower", "upper")
 _unpack_int = struct.Struct(">i").unpack_from
@@ -108,38 +109,18 @@ class LookupsMixin:
         if self.closed:
             raise StoreClosedError("the store is closed")
         max_num = max(1, min(max_num, self.config.max_msgs_num_batch))
-        hits: list[MessageRecord] = []      # what the broker's queryMessage returns (collisions too)
-        last_ts = last_phy = 0
-        round_end = end_ms
-        query_offsets = self.index_service.query_offsets
-        find_file = self.commit_log.mapped_files.find_file
-        for _round in range(3):
-            offsets = query_offsets(topic, key, max_num, begin_ms, round_end)
-            last_ts, last_phy = offsets.last_update_timestamp, offsets.last_update_phy_offset
-            phy_offsets = offsets.phy_offsets
-            if not phy_offsets:
-                break
-            first_time = None
-            for phy_offset in (sorted(phy_offsets) if len(phy_offsets) > 1 else phy_offsets):
-                # self._read_record + decode_message: the segment, then one call reads and decodes
-                mapped = find_file(phy_offset)
-                if mapped is None or mapped.destroyed:
-                    continue
-                buffer, position, limit = \
-                    mapped.buffer, phy_offset - mapped.file_from_offset, mapped.read_position
-                record = read_message_fast(buffer, position, limit, MessageRecord,
-                                           decode_properties, decode_message)
-                if record is NotImplemented:     # the C asks its twin
-                    record = read_message_py(buffer, position, limit, MessageRecord,
-                                             decode_properties, decode_message)
-                if record is None:
-                    continue
-                if first_time is None:
-                    first_time = record.store_timestamp
-                hits.append(record)
-            if hits or first_time is None or first_time < begin_ms:
-                break
-            round_end = first_time
+        index = self.index_service
+        key_string = build_key(topic, key)
+        # The rounds, the index walks and the reads in one call (store.kernel.query), under the
+        # index service's lock as its queryOffset.
+        with index.lock:
+            args = (index.live_files, key_string, min(max_num, index.max_msgs_num_batch), begin_ms,
+                    end_ms, self.commit_log.mapped_files, MessageRecord, decode_properties,
+                    decode_message)
+            answer = query_keys_fast(*args)
+            if answer is NotImplemented:           # the C asks its twin
+                answer = query_keys_py(*args)
+        hits, last_ts, last_phy = answer      # what the broker returns (collisions too)
         # A Java client drops hash collisions by checking the keys; so do we. Like the broker, a
         # message indexed twice (re-dispatch after a crash) is returned twice.
         messages = [m for m in hits if m.topic == topic and _carries_key(m.properties, key)]

@@ -14,6 +14,7 @@
  * | pull.c    | pull_unfiltered: plan, slice and check an unfiltered pull's window in one call |
  * | dispatch.c| tags_codes, unit_runs, index_put: tagsCodes and consume-queue units of scan rows |
  * |           | grouped by queue, index entries into an index file's map                      |
+ * | query.c   | query_keys: a key query's index rounds and record reads in one call       |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
@@ -139,6 +140,9 @@ int rmq_is_ascii(const unsigned char *p, Py_ssize_t n);
 PyObject *rmq_ascii_properties(const unsigned char *p, Py_ssize_t n);
 PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_pull_unfiltered_doc[];
+/* query.c */
+PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_query_keys_doc[];
 extern const char rmq_decode_records_doc[];
 PyObject *rmq_tags_codes(PyObject *self, PyObject *args);
 PyObject *rmq_index_put(PyObject *self, PyObject *args);
