@@ -19,8 +19,6 @@ import random
 import pytest
 
 from store import Message, MessageStore
-from store.codec.message import MessageRecord, decode_message
-from store.codec.properties import decode_properties
 from store.errors import StoreClosedError
 from store.kernel import _native
 from store.kernel import query
@@ -29,7 +27,7 @@ from tests.engine_util import FakeClock, small_config
 from tests.kernel_fuzz import query_target
 
 needs_kernel = pytest.mark.skipif(not query.COMPILED, reason="the kernel is not built")
-DECODERS = (MessageRecord, decode_properties, decode_message)
+DECODERS = query_target.DECODERS
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +46,11 @@ def root(tmp_path_factory):
     return root
 
 
-def _both(store, key_string, max_num, begin_ms, end_ms):
+def _both(store, topic, key, max_num, begin_ms, end_ms):
     index = store.index_service
     with index.lock:
-        args = (index.live_files, key_string, max_num, begin_ms, end_ms,
-                store.commit_log.mapped_files) + DECODERS
+        args = (index.live_files, topic, key, max_num, begin_ms, end_ms,
+                store.commit_log.mapped_files, DECODERS)
         return _native.query_keys(*args), query.query_keys_py(*args)
 
 
@@ -66,16 +64,17 @@ def _windows(store):
 def test_query_keys_matches_its_twin_on_a_store(root):
     with MessageStore.open(small_config(root)) as store:
         assert len(store.index_service.files) > 5 and len(store.commit_log.mapped_files.files) > 3
-        compared = 0
+        compared = collided = 0
         for key in ("k5", "k39", "k1199", "Aa", "BB", "nope", "", "ké"):
             for topic in ("T", "U"):
                 for max_num in (1, 3, 32, 64, 10_000):
                     for begin_ms, end_ms in _windows(store):
-                        got, want = _both(store, f"{topic}#{key}", max_num, begin_ms, end_ms)
+                        got, want = _both(store, topic, key, max_num, begin_ms, end_ms)
                         assert got is not NotImplemented, (key, max_num, begin_ms)
                         assert got == want, (key, max_num, begin_ms, end_ms)
-                        compared += bool(got[0])
-        assert compared > 50
+                        compared += got[1] > 0
+                        collided += got[1] > len(got[0])
+        assert compared > 50 and collided > 10, (compared, collided)
 
 
 @needs_kernel
@@ -86,14 +85,14 @@ def test_query_keys_matches_its_twin_after_expiry_and_read_only(root, tmp_path):
     with MessageStore.open(small_config(copy)) as store:
         store.clean_expired_files(force=True)          # the oldest segment goes
         for key in ("k0", "k1", "k5", "Aa"):
-            got, want = _both(store, f"T#{key}", 64, 0, FOREVER_MS)
+            got, want = _both(store, "T", key, 64, 0, FOREVER_MS)
             assert got is not NotImplemented and got == want, key
         writable = {key: store.query_message("T", key, 64) for key in ("k3", "k17", "Aa")}
     with MessageStore.open(small_config(copy), read_only=True) as reader:
         for key, want in writable.items():
             got = reader.query_message("T", key, 64)
             assert got == want, key
-            native, twin = _both(reader, f"T#{key}", 64, 0, FOREVER_MS)
+            native, twin = _both(reader, "T", key, 64, 0, FOREVER_MS)
             assert native is not NotImplemented and native == twin
 
 
@@ -115,22 +114,22 @@ def test_query_keys_asks_its_twin_where_python_raises_or_scans():
     rng = random.Random(3)
     for _ in range(200):
         args = query_target.make_args(rng)
-        files, segments = args[0], args[5]
+        files, segments = args[0], args[6]
         if files and segments.files:
             break
     files[-1]._map = None
     answer = _native.query_keys(*args)
     assert answer is NotImplemented or answer[0] == []   # asks, unless the walk stops before
     files[-1].begin_timestamp = files[-1].end_timestamp = 0
-    args = (files, args[1], 32, 0, FOREVER_MS) + args[5:]
+    args = (files, args[1], args[2], 32, 0, FOREVER_MS) + args[6:]
     assert _native.query_keys(*args) is NotImplemented
     with pytest.raises(StoreClosedError):
         query.query_keys(*args)
-    wide = (files, args[1], 2**64, 0, FOREVER_MS) + args[5:]
+    wide = (files, args[1], args[2], 2**64, 0, FOREVER_MS) + args[6:]
     assert _native.query_keys(*wide) is NotImplemented
     for function in (_native.query_keys, query.query_keys_py):   # not a MappedFileQueue
         with pytest.raises(AttributeError):
-            function(*(args[:5] + (object(),) + args[6:]))
+            function(*(args[:6] + (object(),) + args[7:]))
 
 
 def test_the_dispatchers_are_the_twin_without_the_kernel():
@@ -145,3 +144,16 @@ def test_the_dispatchers_are_the_twin_without_the_kernel():
 def test_the_twins_key_hash_is_the_index_key_hash(text):
     from store.codec.javahash import index_key_hash
     assert query.index_key_hash_py(text) == index_key_hash(text)
+
+
+@pytest.mark.parametrize("fields", [([], 0, 0, False, 0), (["m"], 5, 7, True, 2)])
+def test_query_result_is_the_dataclass_built_by_its_init(fields):
+    import dataclasses
+    from store.api import QueryMessageResult
+    from store.lookups import query_result
+    built = query_result(*fields)
+    want = QueryMessageResult(*fields[:3], truncated=fields[3], collisions_filtered=fields[4])
+    assert type(built) is QueryMessageResult and built == want and repr(built) == repr(want)
+    assert list(vars(built)) == [f.name for f in dataclasses.fields(QueryMessageResult)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.truncated = not built.truncated

@@ -1,7 +1,7 @@
 """`query_keys`: a whole key query's index rounds and record reads in one call (C: `c/query.c`),
 and its pure-Python twin `query_keys_py`.
 
-What it does is `store.lookups.query_message` up to the final check of the keys, with RocketMQ
+What it does is `store.lookups.query_message` but for the result object, with RocketMQ
 4.9.7's rules (`IndexService.queryOffset` + `DefaultMessageStore.queryMessage`):
 
 1. at most 3 rounds; each walks the index files newest first: the newest file's end time and end
@@ -10,14 +10,15 @@ What it does is `store.lookups.query_message` up to the final check of the keys,
    holds `max_num` phy offsets; a read-only file's header is re-read first (another process writes);
 2. a round with no phy offset ends the query; the offsets are read in ascending order, each from
    the commit-log segment `mapped_files.find_file` gives (none or destroyed: skipped) with
-   `read_message` (no record there: skipped);
+   `read_message` (no record there: skipped; the C decodes with decode_records' rules, the same);
 3. a round that read a record ends the query, and so does one whose first record was stored before
-   begin_ms or that read none; otherwise the next round ends at the first record's store time.
+   begin_ms or that read none; otherwise the next round ends at the first record's store time;
+4. the records of `topic` that carry `key` (as UNIQ_KEY or one of the KEYS) are the messages; the
+   others are hash collisions, which a Java client drops the same way.
 
-Returns (records, last update time, last update phy offset). Hash collisions are still in the
-records (the caller checks the keys). The C answers NotImplemented wherever it is not sure to give
-the twin's answer (c/query.c lists where); `query_keys` then runs the twin, which raises what the
-Python path raises. May import: nothing of the store (see `store.kernel`).
+Returns (messages, how many records were read, last update time, last update phy offset). The C
+answers NotImplemented wherever it is not sure to give the twin's answer (c/query.c lists where);
+`query_keys` then runs the twin, which raises what the Python path raises. May import: nothing of the store (see `store.kernel`).
 """
 
 from __future__ import annotations
@@ -67,11 +68,22 @@ def _query_offsets(index_files, key_hash: int, max_num: int, begin_ms: int, end_
     return phy_offsets, last_ts, last_phy
 
 
-def query_keys_py(index_files, key_string: str, max_num: int, begin_ms: int, end_ms: int,
-                  mapped_files, record_type, decode_properties, decode_message):
+def _carries_key(properties: dict, key: str) -> bool:
+    """key == UNIQ_KEY or key is one of the non-empty KEYS tokens (MessageRecord.key_list)."""
+    if key == properties.get("UNIQ_KEY"):
+        return True
+    keys = properties.get("KEYS")
+    return bool(keys) and bool(key) and key in keys.split(" ")
+
+
+def query_keys_py(index_files, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int,
+                  mapped_files, decoders):
     """See the module docstring. `index_files`: IndexFile objects, oldest first; `mapped_files`:
-    the commit log's MappedFileQueue; the last three: what `read_message` decodes with."""
-    key_hash = index_key_hash_py(key_string)
+    the commit log's MappedFileQueue; `decoders`: (record class, decode_message, decode_properties,
+    host_to_string), what the records are decoded with. Returns (the records of `topic` that carry
+    `key`, how many records were read, last update time, last update phy offset)."""
+    key_hash = index_key_hash_py(topic + "#" + key)      # IndexService.buildKey
+    record_type, decode_message, decode_properties = decoders[0], decoders[1], decoders[2]
     find_file = mapped_files.find_file
     hits: list = []
     last_ts = last_phy = 0
@@ -97,18 +109,20 @@ def query_keys_py(index_files, key_string: str, max_num: int, begin_ms: int, end
         if hits or first_time is None or first_time < begin_ms:
             break
         round_end = first_time
-    return hits, last_ts, last_phy
+    # A Java client drops hash collisions by checking the keys; so do we. Like the broker, a
+    # message indexed twice (re-dispatch after a crash) is returned twice.
+    messages = [m for m in hits if m.topic == topic and _carries_key(m.properties, key)]
+    return messages, len(hits), last_ts, last_phy
 
 
 if _native_query_keys is not None:
-    def query_keys(index_files, key_string, max_num, begin_ms, end_ms, mapped_files, record_type,
-                   decode_properties, decode_message):
+    def query_keys(index_files, topic, key, max_num, begin_ms, end_ms, mapped_files, decoders):
         """`query_keys_py`, compiled."""
-        answer = _native_query_keys(index_files, key_string, max_num, begin_ms, end_ms,
-                                    mapped_files, record_type, decode_properties, decode_message)
+        answer = _native_query_keys(index_files, topic, key, max_num, begin_ms, end_ms,
+                                    mapped_files, decoders)
         if answer is NotImplemented:
-            return query_keys_py(index_files, key_string, max_num, begin_ms, end_ms, mapped_files,
-                                 record_type, decode_properties, decode_message)
+            return query_keys_py(index_files, topic, key, max_num, begin_ms, end_ms, mapped_files,
+                                 decoders)
         return answer
 else:
     query_keys = query_keys_py

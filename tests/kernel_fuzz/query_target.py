@@ -5,10 +5,11 @@ Input: 1-3 small index files (random slots, chains with hits, collisions, cycles
 range, negative and large times, headers with edge times, sometimes read-only, closed or cut short)
 over 1-3 commit-log segments of real records (IPv4/IPv6 hosts, non-ASCII properties, some bytes
 set to edge values, read positions cutting records, a destroyed segment, a gap in the segment
-list), a key (ASCII or not), max_num and a time window at their edges.
+list), a topic and a key (ASCII or not; records of other topics, with the key as KEYS, one of
+the KEYS, UNIQ_KEY or not at all: collisions), max_num and a time window at their edges.
 
 Checked against `query_keys_py` (store.kernel.query, its index walk and record reads in Python
-under RMQ_KERNEL=python): the same records, times and offsets, or the same exception. When the C
+under RMQ_KERNEL=python): the same messages, hit count, times and offsets, or the same exception. When the C
 answers NotImplemented ("ask the twin") nothing is compared: the dispatcher runs the twin.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import struct
 
+from store.codec import msgid
 from store.codec.message import MessageRecord, decode_message, encode_message
 from store.codec.properties import decode_properties, encode_properties
 from store.errors import StoreClosedError
@@ -24,7 +26,7 @@ from store.mappedfile.mapped_file_queue import MappedFileQueue
 
 EDGES = [0, 1, -1, 2**31 - 1, -2**31, 2**62, -2**62, 2**62 + 1, 2**63 - 1, -2**63, 2**64]
 BASE_MS = 1_700_000_000_000
-DECODERS = (MessageRecord, decode_properties, decode_message)
+DECODERS = (MessageRecord, decode_message, decode_properties, msgid.host_to_string)
 
 
 class FakeIndexFile:
@@ -127,8 +129,8 @@ def _index_file(rng, key_hash: int, records, read_only: bool):
 def make_args(rng) -> tuple:
     """One query_keys input (the arguments of both functions)."""
     key = rng.choice(["k", "key-1", "ké", "\U0001F600", ""])
-    key_string = "T#" + key
-    key_hash = index_key_hash_py(key_string)
+    topic = rng.choice(["T", "T", "Té"])
+    key_hash = index_key_hash_py(topic + "#" + key)
     segments, records = _segments(rng, key)
     files = [_index_file(rng, key_hash, records, rng.random() < 0.1)
              for _ in range(rng.choice([0, 1, 1, 2, 3]))]
@@ -138,9 +140,9 @@ def make_args(rng) -> tuple:
         setattr(rng.choice(files), rng.choice(["begin_timestamp", "end_timestamp", "index_count"]),
                 rng.choice(EDGES))
     pick = (lambda usual: usual if rng.random() < 0.85 else rng.choice(EDGES))
-    return (files, key_string, pick(rng.choice([1, 2, 5, 32])),
+    return (files, topic, key, pick(rng.choice([1, 2, 5, 32])),
             pick(rng.choice([0, 0, BASE_MS + 1000, BASE_MS + 2500])),
-            pick(rng.choice([2**63 - 1, BASE_MS + 3000, BASE_MS + 6000])), segments) + DECODERS
+            pick(rng.choice([2**63 - 1, BASE_MS + 3000, BASE_MS + 6000])), segments, DECODERS)
 
 
 def outcome(function, *args):
@@ -153,7 +155,7 @@ def outcome(function, *args):
 def query_keys(fuzzer) -> bool:
     """One query_keys input; True when it was compared with the twin."""
     args = make_args(fuzzer.rng)
-    fuzzer.last_input = {"target": "query_keys", "args": repr(args[1:5])}
+    fuzzer.last_input = {"target": "query_keys", "args": repr(args[1:6])}
     got = outcome(fuzzer.native.query_keys, *args)
     if got == ("ok", NotImplemented):
         return False

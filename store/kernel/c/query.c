@@ -24,14 +24,15 @@
 #define ENTRY_BYTES 20
 #define MAX_WALK (1 << 20)          /* max_num above this: the twin answers */
 #define ASK 1
+#define ASK_KEY 2                   /* carries_key's "ask" (1 there is "carries") */
 
 static PyObject *s_read_only, *s_map, *s_slots, *s_max_index, *s_count, *s_begin, *s_end,
     *s_end_phy, *s_files, *s_file_size, *s_from, *s_destroyed, *s_buffer, *s_read_position,
-    *s_store_timestamp, *s_refresh;
+    *s_store_timestamp, *s_refresh, *s_topic, *s_properties, *s_uniq_key, *s_keys, *s_space;
 
 static int intern_names(void)
 {
-    if (s_refresh != NULL)
+    if (s_space != NULL)
         return 0;
 #define I(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
     I(s_read_only, "read_only"); I(s_map, "_map"); I(s_slots, "max_hash_slot_num");
@@ -40,6 +41,8 @@ static int intern_names(void)
     I(s_file_size, "file_size_bytes"); I(s_from, "file_from_offset"); I(s_destroyed, "destroyed");
     I(s_buffer, "buffer"); I(s_read_position, "read_position");
     I(s_store_timestamp, "store_timestamp"); I(s_refresh, "refresh");
+    I(s_topic, "topic"); I(s_properties, "properties"); I(s_uniq_key, "UNIQ_KEY");
+    I(s_keys, "KEYS"); I(s_space, " ");
 #undef I
     return 0;
 }
@@ -212,15 +215,15 @@ static PyObject *find_segment(PyObject *segments, int64_t segment_bytes, int64_t
     return Py_NewRef(Py_None);
 }
 
-/* Read and decode the record at phy_offset (store.lookups' loop body): a new reference to the
- * record, Py_None when it is skipped, NULL with *got = ASK or -1. */
+/* Read and decode the record at phy_offset (store.lookups' loop body, read_message's rules): a new
+ * reference to the record, Py_None when it is skipped, NULL with *got = ASK or -1. */
 static PyObject *read_one(PyObject *segments, int64_t segment_bytes, int64_t phy_offset,
-                          PyObject *const *decoders, int *got)
+                          rmq_decoder *decoder, int *got)
 {
     PyObject *mapped = find_segment(segments, segment_bytes, phy_offset, got);
     if (mapped == NULL || mapped == Py_None)
         return mapped;
-    PyObject *result = NULL, *buffer = NULL, *args[6] = {NULL};
+    PyObject *result = NULL, *buffer = NULL;
     PyObject *destroyed = PyObject_GetAttr(mapped, s_destroyed);
     int truth = destroyed == NULL ? -1 : PyObject_IsTrue(destroyed);
     Py_XDECREF(destroyed);
@@ -238,29 +241,71 @@ static PyObject *read_one(PyObject *segments, int64_t segment_bytes, int64_t phy
     if ((*got = attr_small(mapped, s_from, &from)) != 0 ||
             (*got = attr_small(mapped, s_read_position, &limit)) != 0)
         goto done;
-    args[0] = buffer;
-    args[1] = PyLong_FromLongLong(phy_offset - from);
-    args[2] = PyLong_FromLongLong(limit);
-    if (args[1] == NULL || args[2] == NULL) {
-        *got = -1;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        *got = ASK;                            /* a closed map: the twin raises */
         goto done;
     }
-    args[3] = decoders[0];
-    args[4] = decoders[1];
-    args[5] = decoders[2];
-    result = rmq_read_message(NULL, args, 6);
-    if (result == NULL)
-        *got = -1;
-    else if (result == Py_NotImplemented) {
-        Py_CLEAR(result);
-        *got = ASK;
+    int64_t position = phy_offset - from;
+    if (limit > view.len || limit < 0) {
+        *got = ASK;                            /* the twin slices (and finds) what it can */
+    } else if (position < 0 || position > limit - 8) {
+        result = Py_NewRef(Py_None);
+    } else {
+        const unsigned char *p = (const unsigned char *)view.buf + position;
+        int32_t size = get32(p), magic = get32(p + 4);
+        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size <= 0 || size > limit - position)
+            result = Py_NewRef(Py_None);
+        else                                   /* decode_message(buffer[position:position + size]) */
+            result = rmq_decode_at(p, size, decoder);
+        if (result == NULL)
+            *got = -1;
     }
+    PyBuffer_Release(&view);
 done:
-    Py_XDECREF(args[1]);
-    Py_XDECREF(args[2]);
     Py_XDECREF(buffer);
     Py_DECREF(mapped);
     return result;
+}
+
+/* 1 when the decoded record is of `topic` and carries `key` (store.lookups' check: key is its
+ * UNIQ_KEY, or one of its KEYS split on " ", key not empty), 0 when not, -1 with an exception,
+ * ASK_KEY for properties that are not a dict of str. */
+static int carries_key(PyObject *record, PyObject *topic, PyObject *key)
+{
+    PyObject *value = PyObject_GetAttr(record, s_topic);
+    if (value == NULL)
+        return -1;
+    int same = PyObject_RichCompareBool(value, topic, Py_EQ);
+    Py_DECREF(value);
+    if (same <= 0)
+        return same;
+    PyObject *properties = PyObject_GetAttr(record, s_properties);
+    if (properties == NULL)
+        return -1;
+    int answer = ASK_KEY;
+    if (PyDict_CheckExact(properties)) {
+        PyObject *uniq = PyDict_GetItemWithError(properties, s_uniq_key);    /* borrowed */
+        answer = uniq == NULL ? (PyErr_Occurred() ? -1 : 0)
+                              : PyObject_RichCompareBool(key, uniq, Py_EQ);
+        if (answer == 0) {
+            PyObject *keys = PyDict_GetItemWithError(properties, s_keys);
+            if (keys == NULL)
+                answer = PyErr_Occurred() ? -1 : 0;
+            else if (!PyUnicode_CheckExact(keys) || !PyUnicode_CheckExact(key))
+                answer = ASK_KEY;
+            else if (PyUnicode_GET_LENGTH(keys) == 0 || PyUnicode_GET_LENGTH(key) == 0)
+                answer = 0;
+            else {
+                PyObject *tokens = PyUnicode_Split(keys, s_space, -1);
+                answer = tokens == NULL ? -1 : PySequence_Contains(tokens, key);
+                Py_XDECREF(tokens);
+            }
+        }
+    }
+    Py_DECREF(properties);
+    return answer;
 }
 
 /* The key's hash as IndexFile stores it: abs(String.hashCode), 0 for Integer.MIN_VALUE. */
@@ -273,42 +318,56 @@ static int64_t key_hash_of(PyObject *key_string)
 }
 
 const char rmq_query_keys_doc[] = (
-"query_keys(index_files, key_string, max_num, begin_ms, end_ms, mapped_files, record_type,\n"
-"           decode_properties, decode_message) -> (records, last_ts, last_phy) | NotImplemented\n\n"
+"query_keys(index_files, topic, key, max_num, begin_ms, end_ms, mapped_files, decoders)\n"
+"    -> (messages, hits, last_ts, last_phy) | NotImplemented\n\n"
 "store.lookups.query_message's rounds in one call (store.kernel.query.query_keys_py): the index\n"
-"files (IndexFile objects, oldest first) walked newest first for `key_string` (\"topic#key\") with\n"
-"at most max_num hits in [begin_ms, end_ms], the hits read from the commit log's MappedFileQueue and\n"
-"decoded as read_message does. NotImplemented: the twin answers (see c/query.c).");
+"files (IndexFile objects, oldest first) walked newest first for \"topic#key\" with at most max_num\n"
+"hits in [begin_ms, end_ms], the hits read from the commit log's MappedFileQueue and decoded with\n"
+"`decoders` = (cls, decode_one, decode_properties, host_to_string) as decode_records does; `messages`\n"
+"are those of `topic` that carry `key`, `hits` how many were read. NotImplemented: the twin answers\n"
+"(see c/query.c).");
 
 PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "query_keys takes 9 arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "query_keys takes 8 arguments");
         return NULL;
     }
     if (intern_names() < 0)
         return NULL;
-    PyObject *files = args[0], *key_string = args[1];
+    PyObject *files = args[0], *topic = args[1], *key = args[2], *decoders = args[7];
     long long v[3];
     for (int k = 0; k < 3; k++) {
-        if (!PyLong_Check(args[k + 2]))
+        if (!PyLong_Check(args[k + 3]))
             Py_RETURN_NOTIMPLEMENTED;
         int overflow = 0;
-        v[k] = PyLong_AsLongLongAndOverflow(args[k + 2], &overflow);
+        v[k] = PyLong_AsLongLongAndOverflow(args[k + 3], &overflow);
         if (v[k] == -1 && PyErr_Occurred())
             return NULL;
         if (overflow)
             Py_RETURN_NOTIMPLEMENTED;
     }
     int64_t max_num = v[0], begin_ms = v[1], end_ms = v[2];
-    if (!PyList_Check(files) || !PyUnicode_Check(key_string) || max_num > MAX_WALK)
+    if (!PyList_Check(files) || !PyUnicode_CheckExact(topic) || !PyUnicode_CheckExact(key)
+            || max_num > MAX_WALK || !PyTuple_Check(decoders) || PyTuple_GET_SIZE(decoders) != 4)
         Py_RETURN_NOTIMPLEMENTED;
-    int64_t key_hash = key_hash_of(key_string);
+    if (rmq_decoders_check(PyTuple_GET_ITEM(decoders, 0)) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    rmq_decoder decoder = {PyTuple_GET_ITEM(decoders, 1), PyTuple_GET_ITEM(decoders, 2),
+                           PyTuple_GET_ITEM(decoders, 3), {0}, {NULL}};
+    int64_t key_hash;
+    PyObject *key_string = PyUnicode_FromFormat("%U#%U", topic, key);     /* IndexService.buildKey */
+    if (key_string == NULL)
+        return NULL;
+    key_hash = key_hash_of(key_string);
+    Py_DECREF(key_string);
     int64_t segment_bytes;
-    int got = attr_small(args[5], s_file_size, &segment_bytes);
+    int got = attr_small(args[6], s_file_size, &segment_bytes);
     if (got < 0)
         return NULL;
-    PyObject *segments = got == 0 ? PyObject_GetAttr(args[5], s_files) : NULL;
+    PyObject *segments = got == 0 ? PyObject_GetAttr(args[6], s_files) : NULL;
     if (got == 0 && segments == NULL)
         return NULL;
     if (got != 0 || !PyList_Check(segments) || segment_bytes <= 0) {
@@ -316,7 +375,7 @@ PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         Py_RETURN_NOTIMPLEMENTED;
     }
     int64_t *offsets = PyMem_Malloc(sizeof(int64_t) * (size_t)(max_num > 0 ? max_num : 1));
-    PyObject *hits = PyList_New(0), *result = NULL;
+    PyObject *hits = PyList_New(0), *messages = NULL, *result = NULL;
     if (offsets == NULL || hits == NULL) {
         PyErr_NoMemory();
         goto fail;
@@ -335,7 +394,7 @@ PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         int have_first = 0;
         int64_t first_time = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *record = read_one(segments, segment_bytes, offsets[i], args + 6, &got);
+            PyObject *record = read_one(segments, segment_bytes, offsets[i], &decoder, &got);
             if (record == NULL)
                 goto ask_or_fail;
             if (record == Py_None) {
@@ -360,14 +419,31 @@ PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             break;
         round_end = first_time;
     }
-    result = Py_BuildValue("(OLL)", hits, (long long)last_ts, (long long)last_phy);
+    /* A Java client drops hash collisions by checking the keys (store.lookups' check). */
+    messages = PyList_New(0);
+    if (messages == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(hits); i++) {
+        PyObject *record = PyList_GET_ITEM(hits, i);
+        int carries = carries_key(record, topic, key);
+        if (carries != 0 && carries != 1) {
+            got = carries == ASK_KEY ? ASK : -1;
+            goto ask_or_fail;
+        }
+        if (carries && PyList_Append(messages, record) < 0)
+            goto fail;
+    }
+    result = Py_BuildValue("(OnLL)", messages, PyList_GET_SIZE(hits), (long long)last_ts,
+                           (long long)last_phy);
     goto fail;     /* the common exit: release what is held */
 ask_or_fail:
     if (got == ASK)
         result = Py_NewRef(Py_NotImplemented);
 fail:
+    rmq_decoder_clear(&decoder);
     PyMem_Free(offsets);
     Py_XDECREF(hits);
+    Py_XDECREF(messages);
     Py_DECREF(segments);
     return result;
 }
