@@ -21,6 +21,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | index_select, cq_search_nearest, read_message | see tests/kernel_fuzz/lookup_targets.py  | their `*_py` twins |
 | decode_records | corpus records, some with lengths forged, cut or non-ASCII tails (decode_target.py) | `decode._decode_records_py` |
 | pull_unfiltered | a seed as a segment, a window of units into it, edge limits (pull_target.py) | when C answers: the Python pull path's answer |
+| query_keys    | index files and segments of records, damaged (tests/kernel_fuzz/query_target.py) | `query.query_keys_py` |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -52,7 +53,8 @@ if os.environ.get("RMQ_KERNEL") != "python":
 from store import kernel  # noqa: E402  (after the environment check)
 from store.api import Message  # noqa: E402
 from store.commitlog import put_path  # noqa: E402
-from tests.kernel_fuzz import decode_target, dispatch_targets, lookup_targets, pull_target  # noqa: E402
+from tests.kernel_fuzz import (  # noqa: E402
+    decode_target, dispatch_targets, lookup_targets, pull_target, query_target)
 from tests.kernel_fuzz.edges import (  # noqa: E402
     INT64_EDGES, OUT_OF_RANGE, POSITION_EDGES, Disagreement, outcome)
 
@@ -101,7 +103,7 @@ class Fuzzer:
                                                 "java_hashes", "encode_put", "tags_codes",
                                                 "unit_runs", "index_put", "index_select",
                                                 "cq_search_nearest", "read_message", "decode_records",
-                                                "pull_unfiltered")}
+                                                "pull_unfiltered", "query_keys")}
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}
@@ -378,8 +380,10 @@ class Fuzzer:
         else:               # the targets issue #17 added, each group in its own module
             group = self.rng.choice(("lookup", "decode", "pull"))
             if group == "lookup":                          # tests/kernel_fuzz/lookup_targets.py
-                name = self.rng.choice(["index_select", "cq_search_nearest", "read_message"])
-                compared = getattr(lookup_targets, name)(self)
+                name = self.rng.choice(["index_select", "cq_search_nearest", "read_message",
+                                        "query_keys"])
+                target = query_target if name == "query_keys" else lookup_targets
+                compared = getattr(target, name)(self)
                 self.executions[name] += 1
                 self.compared[name] += compared
             elif group == "decode":
