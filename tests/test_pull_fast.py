@@ -93,3 +93,25 @@ def test_a_closed_store_refuses_before_the_short_path(tmp_path):
     from store.errors import StoreClosedError
     with pytest.raises(StoreClosedError):
         store.get_message("g", "T", 0, 0, 8)
+
+
+def _view_facts(view: memoryview):
+    return (bytes(view), view.nbytes, view.shape, view.strides, view.readonly, view.format,
+            view.itemsize, view.ndim, view.c_contiguous, view.f_contiguous, view.contiguous,
+            view.obj, view.tolist()[:3], bytes(view[1:4]), view[-1] if len(view) else None)
+
+
+def test_c_views_are_what_slicing_the_segment_gives(tmp_path):
+    with MessageStore.open(small_config(tmp_path / "store")) as store:
+        _fill(store, 90)
+        for queue_id in (0, 1):
+            result = store.get_message("g", "T", queue_id, 0, 32, decode="view")
+            assert result.messages
+            units = store.consume_queues.get_units("T", queue_id, 0, len(result.messages))
+            for view, unit in zip(result.messages, units):
+                mapped = store.commit_log.mapped_files.find_file(int(unit["phy_offset"]))
+                at = int(unit["phy_offset"]) - mapped.file_from_offset
+                want = memoryview(mapped.buffer)[at:at + int(unit["size"])]
+                assert type(view) is memoryview and _view_facts(view) == _view_facts(want)
+            for view in result.messages:     # each view is released on its own
+                view.release()
