@@ -17,13 +17,14 @@ from store.codec.message import (
     decode_message,
     store_timestamp_position,
 )
+from store.codec import msgid
 from store.codec.msgid import decode_message_id
 from store.commitlog.earliest import earliest_message_time_5x
 from store.consumequeue.batch.by_time import check_batch_boundary
 from store.errors import MessageNotFoundError, StoreClosedError
 from store.codec.properties import decode_properties
 from store.kernel.lookup import COMPILED as KERNEL_COMPILED
-from store.kernel.lookup import read_message_fast, read_message_py
+from store.kernel.query import query_keys_fast, query_keys_py
 
 BOUNDARIES = ("nearest", "lower", "upper")
 _unpack_int = struct.Struct(">i").unpack_from
@@ -51,14 +52,21 @@ class QueueSummary:
 
 
 FOREVER_MS = 2**63 - 1
+_new_object = object.__new__
+_DECODERS = (MessageRecord, decode_message, decode_properties, msgid.host_to_string)
 
 
-def _carries_key(properties: dict[str, str], key: str) -> bool:
-    """key == UNIQ_KEY or key is one of the non-empty KEYS tokens (MessageRecord.key_list)."""
-    if key == properties.get("UNIQ_KEY"):
-        return True
-    keys = properties.get("KEYS")
-    return bool(keys) and bool(key) and key in keys.split(" ")
+def query_result(messages: list, last_ts: int, last_phy: int, truncated: bool,
+                 collisions_filtered: int) -> QueryMessageResult:
+    """`QueryMessageResult(messages, last_ts, last_phy, truncated=..., collisions_filtered=...)`
+    without its frozen dataclass __init__ (one object.__setattr__ per field, about half of a key
+    query's Python time): the same fields, in the same instance dict (tests/test_kernel_query.py
+    checks that they are all of them)."""
+    result = _new_object(QueryMessageResult)
+    result.__dict__.update(messages=messages, index_last_update_timestamp=last_ts,
+                           index_last_update_phy_offset=last_phy, truncated=truncated,
+                           collisions_filtered=collisions_filtered)
+    return result
 
 
 def segment_store_time_reader(files, first_from: int, segment_bytes: int, count: int, slow):
@@ -108,43 +116,19 @@ class LookupsMixin:
         if self.closed:
             raise StoreClosedError("the store is closed")
         max_num = max(1, min(max_num, self.config.max_msgs_num_batch))
-        hits: list[MessageRecord] = []      # what the broker's queryMessage returns (collisions too)
-        last_ts = last_phy = 0
-        round_end = end_ms
-        query_offsets = self.index_service.query_offsets
-        find_file = self.commit_log.mapped_files.find_file
-        for _round in range(3):
-            offsets = query_offsets(topic, key, max_num, begin_ms, round_end)
-            last_ts, last_phy = offsets.last_update_timestamp, offsets.last_update_phy_offset
-            phy_offsets = offsets.phy_offsets
-            if not phy_offsets:
-                break
-            first_time = None
-            for phy_offset in (sorted(phy_offsets) if len(phy_offsets) > 1 else phy_offsets):
-                # self._read_record + decode_message: the segment, then one call reads and decodes
-                mapped = find_file(phy_offset)
-                if mapped is None or mapped.destroyed:
-                    continue
-                buffer, position, limit = \
-                    mapped.buffer, phy_offset - mapped.file_from_offset, mapped.read_position
-                record = read_message_fast(buffer, position, limit, MessageRecord,
-                                           decode_properties, decode_message)
-                if record is NotImplemented:     # the C asks its twin
-                    record = read_message_py(buffer, position, limit, MessageRecord,
-                                             decode_properties, decode_message)
-                if record is None:
-                    continue
-                if first_time is None:
-                    first_time = record.store_timestamp
-                hits.append(record)
-            if hits or first_time is None or first_time < begin_ms:
-                break
-            round_end = first_time
-        # A Java client drops hash collisions by checking the keys; so do we. Like the broker, a
-        # message indexed twice (re-dispatch after a crash) is returned twice.
-        messages = [m for m in hits if m.topic == topic and _carries_key(m.properties, key)]
-        return QueryMessageResult(messages, last_ts, last_phy, truncated=len(hits) >= max_num,
-                                  collisions_filtered=len(hits) - len(messages))
+        index = self.index_service
+        # The rounds, the index walks, the reads and the check of the keys in one call
+        # (store.kernel.query), under the index service's lock as its queryOffset.
+        with index.lock:
+            args = (index.live_files, topic, key, min(max_num, index.max_msgs_num_batch), begin_ms,
+                    end_ms, self.commit_log.mapped_files, _DECODERS)
+            answer = query_keys_fast(*args)
+            if answer is NotImplemented:           # the C asks its twin
+                answer = query_keys_py(*args)
+        # Hash collisions are dropped (a Java client checks the keys); like the broker, a message
+        # indexed twice (re-dispatch after a crash) is returned twice.
+        messages, hits, last_ts, last_phy = answer
+        return query_result(messages, last_ts, last_phy, hits >= max_num, hits - len(messages))
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         batch = self._batch_queue(topic, queue_id)      # [5.x] batch topics: message offsets

@@ -14,7 +14,9 @@ import time
 from store.api import GetMessageResult, Message, PutMessageResult, PutMessageStatus
 from store.commitlog.commit_log import CommitLog, RecordTooLargeForSegment
 from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
-from store.commitlog.read_path import TagFilter, TransferLimits, get_message, total_physical_memory_bytes
+from store.commitlog.read_path import (
+    TagFilter, TransferLimits, get_message, pull_unfiltered_fast, total_physical_memory_bytes,
+)
 from store.config import StoreConfig
 from store.consumequeue.batch.pull import pull_batch
 from store.consumequeue.batch.put import put_batch_topic, refuse_inner_batch
@@ -28,6 +30,9 @@ from store.recovery.loader import open_parts
 from store.services.lifecycle import StoreServices
 from store.services.long_polling import pull_with_hold
 from store.timer.hook import TimerHookSettings, TimerRefused, rewrite_timer_message
+
+
+_NO_FILTER = (None, "", "*")    # tag expressions TagFilter.parse reads as "everything"
 
 
 class MessageStore(LookupsMixin):
@@ -331,6 +336,13 @@ class MessageStore(LookupsMixin):
         """
         if self.closed:
             raise StoreClosedError("the store is closed")
+        if long_poll_ms <= 0 and max_total_msg_size is None and tag_expression in _NO_FILTER \
+                and (self._parts.batch_queues is None or self._batch_queue(topic, queue_id) is False):
+            # The commonest pull, in the fewest steps; None: the general path below decides.
+            found = pull_unfiltered_fast(self.commit_log, self.consume_queues, topic, queue_id,
+                                         queue_offset, max_msg_nums, decode, self._limits)
+            if found is not None:
+                return found
         tag_filter = TagFilter.parse(tag_expression)
 
         def pull(offset: int) -> GetMessageResult:

@@ -202,6 +202,27 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
                          commit_log_max, in_memory_bytes, trusted, more)
 
 
+def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, queue_offset: int,
+                         max_msg_nums: int, decode: bool | str,
+                         limits: TransferLimits) -> GetMessageResult | None:
+    """`get_message`'s commonest pull in the fewest steps: no tag filter, no byte cap, a file
+    consume queue, a window of at most 64 units found inside [min, max), planned, sliced and
+    checked by the C (`_pull_native`). None whenever that is not the case: then `get_message`
+    decides (from the start, so every status and refusal is its own)."""
+    if not 0 < max_msg_nums < SMALL_WINDOW_UNITS or pull_unfiltered is None:
+        return None
+    pull_window = getattr(consume_queues, "pull_window", None)
+    # The window get_message reads without a filter: max_msg_nums + 1 units.
+    window = pull_window(topic, queue_id, queue_offset, max_msg_nums + 1) \
+        if pull_window is not None else None
+    if window is None or window[2] is None or not window[0] <= queue_offset < window[1]:
+        return None
+    in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
+    return _pull_native(commit_log, window[2], max_msg_nums, limits, None, commit_log.max_offset(),
+                        in_memory_bytes, decode, len(window) > 3 and queue_offset >= window[3],
+                        topic, queue_id, queue_offset, window[0], window[1])
+
+
 def _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size, commit_log_max,
                  in_memory_bytes, decode, trusted, topic, queue_id, queue_offset, min_offset,
                  max_offset) -> GetMessageResult | None:

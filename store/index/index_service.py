@@ -307,6 +307,16 @@ class IndexService:
 
     # -- queries -----------------------------------------------------------------------------------
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock that guards the file list (held by a whole key query, see `live_files`)."""
+        return self._lock
+
+    @property
+    def live_files(self) -> list[IndexFile]:
+        """The file list itself, oldest first (not a copy: read it only while holding `lock`)."""
+        return self._files
+
     def query_offsets(self, topic: str, key: str, max_num: int, begin_ms: int,
                       end_ms: int) -> IndexQueryResult:
         """queryOffset (spec §5.8): raw hits, collisions included, max_num capped at the batch max."""

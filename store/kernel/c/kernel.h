@@ -18,6 +18,7 @@
  * |           | grouped by queue, index entries into an index file's map                      |
  * | columns.c | decode_columns: the pipeline's columns of many scan rows, Arrow-style buffers;  |
  * |           | walk_headers: record starts by TOTALSIZE alone (the pipeline's split planning)  |
+ * | query.c   | query_keys: a key query's index rounds and record reads in one call       |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
@@ -148,6 +149,9 @@ int rmq_is_ascii(const unsigned char *p, Py_ssize_t n);
 PyObject *rmq_ascii_properties(const unsigned char *p, Py_ssize_t n);
 PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_pull_unfiltered_doc[];
+/* query.c */
+PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_query_keys_doc[];
 extern const char rmq_decode_records_doc[];
 PyObject *rmq_tags_codes(PyObject *self, PyObject *args);
 PyObject *rmq_index_put(PyObject *self, PyObject *args);

@@ -104,6 +104,35 @@ static int carries(const unsigned char *rec, Py_ssize_t len, int32_t queue_id, i
     return t == topic_len && t <= len - at && memcmp(rec + at, topic, (size_t)t) == 0;
 }
 
+/* 1 when `view` is a 1-D memoryview of unsigned bytes with stride 1 and no suboffsets (what
+ * memoryview(mmap) is): then view_slice_fast gives what slicing it gives. */
+static int plain_bytes_view(PyObject *view)
+{
+    if (!PyMemoryView_Check(view))
+        return 0;
+    Py_buffer *b = PyMemoryView_GET_BUFFER(view);
+    return b->ndim == 1 && b->itemsize == 1 && b->shape != NULL && b->strides != NULL
+        && b->strides[0] == 1 && b->suboffsets == NULL && b->format != NULL
+        && strcmp(b->format, "B") == 0;
+}
+
+/* view[start:stop] (0 <= start <= stop <= len(view)) for a plain_bytes_view: a new memoryview on
+ * the same managed buffer (PyMemoryView_FromObject of a memoryview registers one), narrowed as
+ * memoryview's own slicing does (buf moved by start, shape and len set to stop - start; stride 1,
+ * so its contiguity flags stay those of `view`), without the two ints and the slice object a
+ * subscript needs. tests/test_kernel_pull.py compares it with slicing. */
+static PyObject *view_slice_fast(PyObject *view, Py_ssize_t start, Py_ssize_t stop)
+{
+    PyObject *item = PyMemoryView_FromObject(view);
+    if (item == NULL)
+        return NULL;
+    Py_buffer *b = PyMemoryView_GET_BUFFER(item);
+    b->buf = (char *)b->buf + start;
+    b->shape[0] = stop - start;
+    b->len = stop - start;
+    return item;
+}
+
 static PyObject *view_slice(PyObject *view, Py_ssize_t start, Py_ssize_t stop)
 {
     PyObject *a = PyLong_FromSsize_t(start), *b = PyLong_FromSsize_t(stop);
@@ -209,13 +238,15 @@ PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t 
         goto fail;
     if (form == FORM_VIEW && (view = PyMemoryView_FromObject(args[9])) == NULL)
         goto fail;
+    int fast_views = form == FORM_VIEW && plain_bytes_view(view);
     for (Py_ssize_t i = 0; i < taken; i++) {
         Py_ssize_t at = (Py_ssize_t)(phys[i] - base);
         PyObject *item;
         if (form == FORM_BYTES)
             item = PyBytes_FromStringAndSize((const char *)buf + at, sizes[i]);
         else if (form == FORM_VIEW)
-            item = view_slice(view, at, at + sizes[i]);
+            item = fast_views ? view_slice_fast(view, at, at + sizes[i])
+                              : view_slice(view, at, at + sizes[i]);
         else
             item = rmq_decode_at(buf + at, sizes[i], &decoder);
         if (item == NULL)
