@@ -174,7 +174,10 @@ class LogScan:
     # Queued records whose properties name multi-dispatch queues (INNER_MULTI_DISPATCH): their
     # LMQ units are checked for coverage like a record's own (store.check.consumequeue).
     multi_dispatch: list = field(default_factory=list)
-    columns: RecordColumns | None = None   # per record of `starts` (store.check.columns)
+    # Which CQ units / index entries match a walked record exactly (store.check.stream_units,
+    # stream_index), found window by window during the walk; None: none known.
+    unit_matches: object = None
+    entry_matches: object = None
 
     def note_queued(self, request) -> None:
         """A record that gets a consume-queue unit (NOT / COMMIT transaction type)."""
@@ -255,8 +258,10 @@ def check_segment_files(view: CommitLogView, sink: Sink) -> None:
 
 
 def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
-                    unclean: bool, progress=None) -> LogScan:
-    """Walk every record of every segment; report damage; return the record starts."""
+                    unclean: bool, progress=None, matchers=()) -> LogScan:
+    """Walk every record of every segment; report damage; return the record starts. `matchers`
+    (stream_units.UnitMatcher, stream_index.EntryMatcher) get the columns of each window of about
+    WINDOW_RECORDS records (`take`), then `finish(scan)`: no column outlives its window."""
     scan = LogScan()
     if not view.segments:
         return scan
@@ -265,6 +270,7 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
     starts = array("q")
     scan.end_offset = scan.min_offset
     columns = RecordColumns()
+    window_first = 0
     for index, segment in enumerate(view.segments[:last_data + 1]):
         if sink.full or scan.capped:
             break
@@ -273,17 +279,38 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
         if index == last_data:
             scan.end_offset = end
         _release(segment)
+        if columns.count >= WINDOW_RECORDS:
+            window_first = _hand_over(columns, starts, window_first, matchers)
         if progress is not None:
             progress("commitlog", index + 1, last_data + 1)
-    columns.finish()
-    scan.columns = columns
+    _hand_over(columns, starts, window_first, matchers)
     scan.starts = np.frombuffer(starts, dtype=np.int64).copy() if starts else scan.starts
     scan.walked_to = scan.starts[-1] + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
     if scan.capped:
         sink.add("info", "commitlog", None, None,
                  f"max_records={max_records} cut the commit log walk short at "
                  f"{int(scan.starts[-1])}; later records were not checked")
+    for matcher in matchers:
+        matcher.finish(scan)
     return scan
+
+
+WINDOW_RECORDS = 1 << 18
+
+
+def _hand_over(columns: RecordColumns, starts, window_first: int, matchers) -> int:
+    """Give the window's columns to the matchers and forget them; return the next window's first."""
+    columns.finish()
+    if columns.count:
+        window = np.frombuffer(starts[window_first:], dtype=np.int64)
+        for matcher in matchers:
+            if not getattr(matcher, "broken", False):
+                try:
+                    matcher.take(columns, window)
+                except (OSError, ValueError):
+                    matcher.broken = True     # what it matched stays true; the rest goes slow
+    columns.reset()
+    return len(starts)
 
 
 def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogScan, starts,
