@@ -178,6 +178,9 @@ class LogScan:
     # stream_index), found window by window during the walk; None: none known.
     unit_matches: object = None
     entry_matches: object = None
+    # phy_offset -> the record starts of its segment (`SegmentStarts`: walked again when asked,
+    # instead of `starts` for the whole log); None: `starts` holds them all.
+    segment_starts: object = None
 
     def note_queued(self, request) -> None:
         """A record that gets a consume-queue unit (NOT / COMMIT transaction type)."""
@@ -188,12 +191,17 @@ class LogScan:
         if request.properties and PROPERTY_INNER_MULTI_DISPATCH in request.properties:
             self.multi_dispatch.append(request)
 
+    def starts_near(self, phy_offset: int) -> np.ndarray:
+        """Record starts the walk found, sorted: at least those of the segment holding phy_offset."""
+        return self.starts if self.segment_starts is None else self.segment_starts(phy_offset)
+
     def is_record_start(self, phy_offset: int) -> bool | None:
         """True/False for offsets the walk covered, None beyond it (then only the fields can tell)."""
         if phy_offset >= self.walked_to:
             return None
-        index = int(np.searchsorted(self.starts, phy_offset))
-        return index < len(self.starts) and int(self.starts[index]) == phy_offset
+        starts = self.starts_near(phy_offset)
+        index = int(np.searchsorted(starts, phy_offset))
+        return index < len(starts) and int(starts[index]) == phy_offset
 
 
 def _last_data_segment(view: CommitLogView, sink: Sink) -> int:
@@ -220,43 +228,6 @@ def _release(segment: Segment) -> None:
             pass
 
 
-def check_segment_files(view: CommitLogView, sink: Sink) -> None:
-    """Names, sizes and gaps of the segment set (spec §1.1)."""
-    for path in view.ignored_names:
-        sink.add("warning", "files", path, None, "not a 20-digit segment name: ignored by the store")
-    for path in view.leftover_names:
-        sink.add("info", "files", path, None, "leftover of an interrupted segment creation")
-    size = view.segment_size_bytes
-    sizes = {segment.size_bytes for segment in view.segments}
-    # Every segment short by the same whole pages: a wrong mappedFileSizeCommitLog, not truncation.
-    wrong_config = len(sizes) == 1 and next(iter(sizes)) < size and next(iter(sizes)) % 4096 == 0
-    for segment in view.segments:
-        if segment.file_from_offset % size:
-            sink.add("error", "commitlog", segment.path, None,
-                     f"start offset {segment.file_from_offset} is not a multiple of the "
-                     f"segment size {size}")
-        if segment.size_bytes != size:
-            short = segment.size_bytes < size and not wrong_config
-            sink.add("error", "commitlog", segment.path, segment.size_bytes,
-                     f"segment is {segment.size_bytes} bytes, expected {size} "
-                     f"(mappedFileSizeCommitLog): the store refuses to load it"
-                     + ("; every segment has this size: is the config the store's own?"
-                        if wrong_config else "")
-                     + (f"; rmqstore recover --pad-truncated pads it to {size} bytes (a record "
-                        f"cut by the truncation is lost, every complete one is kept)" if short
-                        else ""),
-                     on_restart="MappedFileQueue.load refuses a segment whose length is not "
-                                "mappedFileSizeCommitLog: the broker does not start",
-                     repair="rmqstore recover --pad-truncated --store {store}" if short else None)
-    for previous, current in zip(view.segments, view.segments[1:]):
-        expected = previous.file_from_offset + size
-        if current.file_from_offset != expected:
-            kind = "gap" if current.file_from_offset > expected else "overlap"
-            sink.add("error", "commitlog", current.path, None,
-                     f"{kind} in the segment set: expected a file starting at {expected}, "
-                     f"found {current.file_from_offset}")
-
-
 def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
                     unclean: bool, progress=None, matchers=()) -> LogScan:
     """Walk every record of every segment; report damage; return the record starts. `matchers`
@@ -270,7 +241,7 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
     starts = array("q")
     scan.end_offset = scan.min_offset
     columns = RecordColumns()
-    window_first = 0
+    last_start = -1
     for index, segment in enumerate(view.segments[:last_data + 1]):
         if sink.full or scan.capped:
             break
@@ -280,16 +251,16 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
             scan.end_offset = end
         _release(segment)
         if columns.count >= WINDOW_RECORDS:
-            window_first = _hand_over(columns, starts, window_first, matchers)
+            last_start = _hand_over(columns, starts, matchers, last_start)
         if progress is not None:
             progress("commitlog", index + 1, last_data + 1)
-    _hand_over(columns, starts, window_first, matchers)
-    scan.starts = np.frombuffer(starts, dtype=np.int64).copy() if starts else scan.starts
-    scan.walked_to = scan.starts[-1] + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
+    last_start = _hand_over(columns, starts, matchers, last_start)
+    scan.walked_to = last_start + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
+    scan.segment_starts = SegmentStarts(view, last_data, unclean, scan.walked_to)
     if scan.capped:
         sink.add("info", "commitlog", None, None,
                  f"max_records={max_records} cut the commit log walk short at "
-                 f"{int(scan.starts[-1])}; later records were not checked")
+                 f"{last_start}; later records were not checked")
     for matcher in matchers:
         matcher.finish(scan)
     return scan
@@ -297,20 +268,49 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
 
 WINDOW_RECORDS = 1 << 18
 
-
-def _hand_over(columns: RecordColumns, starts, window_first: int, matchers) -> int:
-    """Give the window's columns to the matchers and forget them; return the next window's first."""
+def _hand_over(columns: RecordColumns, starts, matchers, last_start: int) -> int:
+    """Give the window's columns and starts to the matchers and forget them; the last start."""
     columns.finish()
     if columns.count:
-        window = np.frombuffer(starts[window_first:], dtype=np.int64)
+        window = np.frombuffer(starts[:], dtype=np.int64)
+        last_start = int(window[-1])
         for matcher in matchers:
             if not getattr(matcher, "broken", False):
                 try:
                     matcher.take(columns, window)
                 except (OSError, ValueError):
                     matcher.broken = True     # what it matched stays true; the rest goes slow
+    del starts[:]
     columns.reset()
-    return len(starts)
+    return last_start
+
+
+class SegmentStarts:
+    """A walked segment's record starts below `walked_to`, found again when asked by walking it
+    the same way (findings dropped; the last two kept): the walk keeps none for the whole log."""
+
+    def __init__(self, view, last_data: int, unclean: bool, walked_to: int):
+        self.view, self.last_data, self.unclean = view, last_data, unclean
+        self.walked_to = walked_to
+        self.cache: dict[int, np.ndarray] = {}
+
+    def __call__(self, phy_offset: int) -> np.ndarray:
+        segment = self.view.find(phy_offset)
+        if segment is None:
+            return np.zeros(0, dtype=np.int64)
+        starts = self.cache.get(segment.file_from_offset)
+        if starts is None:
+            found = array("q")
+            is_last = segment is self.view.segments[self.last_data]
+            _walk_segment(self.view, segment, is_last, Sink(1, None), LogScan(), found, None,
+                          self.unclean, RecordColumns())
+            _release(segment)
+            starts = np.frombuffer(found, dtype=np.int64).copy()
+            starts = starts[:int(np.searchsorted(starts, self.walked_to))]
+            if len(self.cache) >= 2:
+                self.cache.pop(next(iter(self.cache)))
+            self.cache[segment.file_from_offset] = starts
+        return starts
 
 
 def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogScan, starts,

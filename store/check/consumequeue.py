@@ -92,7 +92,7 @@ class UnitChecker:
         last record the walk found in that segment, where a BLANK stands."""
         if result.kind == record_check.CHECK_BLANK:
             return True
-        starts = self.scan.starts
+        starts = self.scan.starts_near(phy_offset)
         index = int(np.searchsorted(starts, phy_offset, side="right")) - 1
         if index < 0:
             return False

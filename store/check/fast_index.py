@@ -15,23 +15,27 @@ CLEAN, KEYED, DIRTY = 0, 1, 2
 CHUNK = 1 << 16
 
 
-def chains_clean(slot_table: np.ndarray, entries: np.ndarray, slots: int, index_count: int) -> bool:
+def chains_clean(slot_table: np.ndarray, entries: np.ndarray, slots: int, index_count: int,
+                 release=None) -> bool:
     """Whether the chain walk would find nothing: every entry has exactly one link to it (from its
     slot or from a newer entry), links point to older entries, and every keyHash is >= 0 and in
     the slot of what links to it (so, by induction from the newest entry, each is reached once,
-    on its own slot's chain). Reads the entries a chunk at a time (no copy of the file)."""
+    on its own slot's chain). Reads the entries a chunk at a time (no copy of the file), calling
+    `release()` after each (to drop the pages read from the process)."""
     if index_count <= 1:
         return True
     linked_to = np.zeros(index_count, dtype=bool)
     links = 0
-    head_slots = np.flatnonzero((slot_table > 0) & (slot_table < index_count))
-    for first in range(0, len(head_slots), CHUNK):
-        which = head_slots[first:first + CHUNK]
-        heads = slot_table[which].astype(np.int64)
-        if (entries["key_hash"][heads].astype(np.int64) % slots != which).any():
+    release = release or (lambda: None)
+    for first in range(0, len(slot_table), CHUNK):
+        table = slot_table[first:first + CHUNK]
+        which = np.flatnonzero((table > 0) & (table < index_count))
+        heads = table[which].astype(np.int64)
+        if (entries["key_hash"][heads].astype(np.int64) % slots != which + first).any():
             return False
         linked_to[heads] = True
         links += len(heads)
+        release()
     for first in range(1, index_count, CHUNK):
         part = entries[first:first + CHUNK]
         key_hash = part["key_hash"].astype(np.int64)
@@ -45,6 +49,7 @@ def chains_clean(slot_table: np.ndarray, entries: np.ndarray, slots: int, index_
             return False
         linked_to[targets] = True
         links += len(targets)
+        release()
     return links == index_count - 1 and bool(linked_to[1:].all())
 
 

@@ -157,10 +157,12 @@ def _check_file(path, buffer, slots: int, max_index_num: int, state: _State) -> 
         sink.add("error", "index", path, INDEX_HEADER_SIZE + int(slot) * HASH_SLOT_SIZE,
                  f"slot {int(slot)} holds {int(slot_table[slot])}, not an entry number below "
                  f"indexCount {index_count}")
-    if not fast_index.chains_clean(slot_table, entries, slots, index_count):
+    if not fast_index.chains_clean(slot_table, entries, slots, index_count,
+                                   lambda: _release(buffer)):
         _check_chains(path, slot_table, entries, slots, index_count, entries_position, sink)
+    _release(buffer)
     if entry_count:
-        _check_entries(path, entries, header, entries_position, state)
+        _check_entries(path, entries, header, entries_position, state, lambda: _release(buffer))
         sink.summarize()
     return header.end_phy_offset if entry_count else None
 
@@ -208,7 +210,16 @@ def _check_chains(path, slot_table, entries, slots, index_count, entries_positio
                  f"never find them")
 
 
-def _check_entries(path, entries, header, entries_position, state: _State) -> None:
+def _release(buffer) -> None:
+    """Drop the pages of the index file read so far from this process (they stay cached)."""
+    if hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            buffer.madvise(mmap.MADV_DONTNEED)
+        except OSError:
+            pass
+
+
+def _check_entries(path, entries, header, entries_position, state: _State, release) -> None:
     """Every entry in order, a chunk at a time; entries the walk found right
     (store.check.fast_index) pass in bulk (`index_runs.pass_run`), the others go through
     `_check_entry`."""
@@ -239,6 +250,7 @@ def _check_entries(path, entries, header, entries_position, state: _State) -> No
             state.budget -= 1
             _check_entry(path, entries, header, entries_position, state, first + stop)
             position = stop + 1
+        release()
 
 
 def _check_entry(path, entries, header, entries_position, state: _State, entry: int) -> None:

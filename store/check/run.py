@@ -29,12 +29,13 @@ import os
 import struct
 
 from store.check.batch import check_batch_queues
-from store.check.commitlog import CommitLogView, LogScan, check_segment_files, walk_commit_log
+from store.check.commitlog import CommitLogView, LogScan, walk_commit_log
 from store.check.consumequeue import (check_api_queues, check_dispatch_coverage, check_file_queues,
                                      lmq_queue_spans)
 from store.check.dledger import check_dledger
 from store.check.findings import COMPONENTS, SEVERITIES, Finding, Sink, utc_text
 from store.check.index import check_index_dir
+from store.check.segments import check_segment_files
 from store.check.stream_index import EntryMatcher
 from store.check.stream_units import UnitMatcher, api_queue_source, open_file_queue
 from store.check.timer import check_timer

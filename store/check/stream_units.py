@@ -15,7 +15,6 @@ a multiple of the file size) is not read here: all its units go through the reco
 
 from __future__ import annotations
 
-import mmap
 import os
 
 import numpy as np
@@ -26,56 +25,47 @@ from store.mappedfile.mapped_file import parse_file_name
 
 
 class _FileQueue:
-    """One queue's CQ files, mapped read-only on first use; `units(low, high)` reads through them."""
+    """One queue's CQ files; `units(queue_offsets)` reads the units asked for with pread (no
+    mapping: nothing of the files stays resident in this process)."""
 
     def __init__(self, files: dict[int, str], file_size: int):
         self.files, self.file_size = files, file_size
-        self.maps: dict[int, object] = {}
         self.per_file = file_size // CQ_UNIT_SIZE
 
-    def _array(self, number: int):
-        data = self.maps.get(number)
-        if data is None:
-            path = self.files.get(number * self.file_size)
-            if path is None:
-                return None
-            with open(path, "rb") as handle:
-                data = self.maps[number] = mmap.mmap(handle.fileno(), self.file_size,
-                                                     access=mmap.ACCESS_READ)
-        return np.frombuffer(data, dtype=CQ_UNIT_DTYPE, count=self.per_file)
+    def _read(self, path: str, first: int, count: int) -> np.ndarray:
+        with open(path, "rb", buffering=0) as handle:
+            data = os.pread(handle.fileno(), count * CQ_UNIT_SIZE, first * CQ_UNIT_SIZE)
+        return np.frombuffer(data, dtype=CQ_UNIT_DTYPE, count=len(data) // CQ_UNIT_SIZE)
 
     def units(self, queue_offsets: np.ndarray):
         """(mask of the offsets a file holds, phy, size, tags of those units)."""
         files = queue_offsets // self.per_file
         held = np.zeros(len(queue_offsets), dtype=bool)
-        phy = np.zeros(len(queue_offsets), dtype=np.int64)
-        size = np.zeros(len(queue_offsets), dtype=np.int64)
-        tags = np.zeros(len(queue_offsets), dtype=np.int64)
+        phy, size, tags = (np.zeros(len(queue_offsets), dtype=np.int64) for _ in range(3))
         for number in np.unique(files).tolist():
-            units = self._array(number) if number >= 0 else None
-            if units is None:
+            path = self.files.get(number * self.file_size) if number >= 0 else None
+            if path is None:
                 continue
             which = np.flatnonzero(files == number)
-            picked = units[queue_offsets[which] - number * self.per_file]
+            inside = queue_offsets[which] - number * self.per_file
+            low, high = int(inside.min()), int(inside.max()) + 1
+            if high - low <= max(4 * len(which), 4096):
+                units, at = self._read(path, low, high - low), inside - low
+            else:                                  # far apart (damage): one unit at a time
+                units = np.concatenate([self._read(path, int(i), 1) for i in inside])
+                at = np.arange(len(inside))
+            which, at = which[at < len(units)], at[at < len(units)]
+            picked = units[at]
             held[which] = True
-            phy[which] = picked["phy_offset"]
-            size[which] = picked["size"]
-            tags[which] = picked["tags_code"]
-            del units, picked
+            phy[which], size[which], tags[which] = (picked["phy_offset"], picked["size"],
+                                                    picked["tags_code"])
         return held, phy, size, tags
 
     def release(self) -> None:
-        for data in self.maps.values():
-            if hasattr(mmap, "MADV_DONTNEED"):
-                try:
-                    data.madvise(mmap.MADV_DONTNEED)
-                except OSError:
-                    pass
+        pass
 
     def close(self) -> None:
-        for data in self.maps.values():
-            data.close()
-        self.maps = {}
+        pass
 
 
 def open_file_queue(root_dir: str, file_size: int):
