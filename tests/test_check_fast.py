@@ -176,3 +176,42 @@ def test_progress_callback(tmp_path):
         assert mine[-1][0] == mine[-1][1] > 0, (part, mine)
         assert all(0 < done <= total for done, total in mine), (part, mine)
         assert [done for done, _ in mine] == sorted(done for done, _ in mine)
+
+
+def test_segment_starts_match_a_full_walk(tmp_path, monkeypatch):
+    """The walk keeps one record start in CHECKPOINT_EVERY; `is_record_start` and `starts_near`
+    (walked again from a checkpoint) answer what the starts of a whole walk answer, damaged
+    segment and max_records cap included."""
+    from array import array
+
+    from store.check.findings import Sink
+    monkeypatch.setattr(commitlog_module, "CHECKPOINT_EVERY", 7)
+    monkeypatch.setattr(commitlog_module, "WINDOW_RECORDS", 300)
+    root = str(tmp_path / "store")
+    config = _many_queue_store(root, 1500)
+    log_dir = os.path.join(root, "commitlog")
+    with open(os.path.join(log_dir, sorted(os.listdir(log_dir))[0]), "r+b") as handle:
+        handle.seek(200_000)
+        handle.write(b"\x7f" * 9)               # the walk stops in the middle of the segment
+    for cap in (None, 700):
+        view = commitlog_module.CommitLogView([log_dir], config.mapped_file_size_commit_log)
+        try:
+            scan = commitlog_module.walk_commit_log(view, Sink(1000), max_records=cap,
+                                                    unclean=False)
+            full = array("q")
+            commitlog_module._walk_segment(view, view.segments[0], True, Sink(1000),
+                                           commitlog_module.LogScan(), full, cap, False,
+                                           columns_module.RecordColumns())
+            starts = [start for start in full if start < scan.walked_to]
+            assert 100 < len(starts) and len(scan.segment_starts.checkpoints) > 10
+            probes = starts + [start + 1 for start in starts] + list(range(0, 300_000, 997))
+            known = set(starts)
+            for phy in probes:
+                expected = None if phy >= scan.walked_to else phy in known
+                assert scan.is_record_start(phy) == expected, (cap, phy)
+                before = [start for start in starts if start <= phy]
+                near = scan.starts_near(phy)
+                if before and phy < scan.walked_to:
+                    assert before[-1] in near and all(s in starts for s in near), (cap, phy)
+        finally:
+            view.close()

@@ -174,13 +174,10 @@ class LogScan:
     # Queued records whose properties name multi-dispatch queues (INNER_MULTI_DISPATCH): their
     # LMQ units are checked for coverage like a record's own (store.check.consumequeue).
     multi_dispatch: list = field(default_factory=list)
-    # Which CQ units / index entries match a walked record exactly (store.check.stream_units,
-    # stream_index), found window by window during the walk; None: none known.
+    # CQ units / index entries matching a walked record (stream_units, stream_index); None: none.
     unit_matches: object = None
     entry_matches: object = None
-    # phy_offset -> the record starts of its segment (`SegmentStarts`: walked again when asked,
-    # instead of `starts` for the whole log); None: `starts` holds them all.
-    segment_starts: object = None
+    segment_starts: object = None    # phy_offset -> starts near it (SegmentStarts); None: `starts`
 
     def note_queued(self, request) -> None:
         """A record that gets a consume-queue unit (NOT / COMMIT transaction type)."""
@@ -192,7 +189,7 @@ class LogScan:
             self.multi_dispatch.append(request)
 
     def starts_near(self, phy_offset: int) -> np.ndarray:
-        """Record starts the walk found, sorted: at least those of the segment holding phy_offset."""
+        """Walked record starts, sorted: at least those near phy_offset in its segment."""
         return self.starts if self.segment_starts is None else self.segment_starts(phy_offset)
 
     def is_record_start(self, phy_offset: int) -> bool | None:
@@ -238,10 +235,8 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
         return scan
     scan.min_offset = view.segments[0].file_from_offset
     last_data = _last_data_segment(view, sink)
-    starts = array("q")
+    starts, columns, last_start, checkpoints = array("q"), RecordColumns(), -1, []
     scan.end_offset = scan.min_offset
-    columns = RecordColumns()
-    last_start = -1
     for index, segment in enumerate(view.segments[:last_data + 1]):
         if sink.full or scan.capped:
             break
@@ -251,12 +246,13 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
             scan.end_offset = end
         _release(segment)
         if columns.count >= WINDOW_RECORDS:
-            last_start = _hand_over(columns, starts, matchers, last_start)
+            last_start = _hand_over(columns, starts, matchers, last_start, checkpoints)
         if progress is not None:
             progress("commitlog", index + 1, last_data + 1)
-    last_start = _hand_over(columns, starts, matchers, last_start)
+    last_start = _hand_over(columns, starts, matchers, last_start, checkpoints)
     scan.walked_to = last_start + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
-    scan.segment_starts = SegmentStarts(view, last_data, unclean, scan.walked_to)
+    scan.segment_starts = SegmentStarts(view, last_data, unclean, scan.walked_to,
+                                        np.array(checkpoints, dtype=np.int64))
     if scan.capped:
         sink.add("info", "commitlog", None, None,
                  f"max_records={max_records} cut the commit log walk short at "
@@ -267,13 +263,15 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
 
 
 WINDOW_RECORDS = 1 << 18
+CHECKPOINT_EVERY = 1024                 # one walked record start kept in this many
 
-def _hand_over(columns: RecordColumns, starts, matchers, last_start: int) -> int:
-    """Give the window's columns and starts to the matchers and forget them; the last start."""
+def _hand_over(columns: RecordColumns, starts, matchers, last_start: int, checkpoints) -> int:
+    """Hand the window to the matchers, forget it but for `checkpoints`; the last start."""
     columns.finish()
     if columns.count:
         window = np.frombuffer(starts[:], dtype=np.int64)
         last_start = int(window[-1])
+        checkpoints.extend(window[::CHECKPOINT_EVERY].tolist())
         for matcher in matchers:
             if not getattr(matcher, "broken", False):
                 try:
@@ -286,41 +284,44 @@ def _hand_over(columns: RecordColumns, starts, matchers, last_start: int) -> int
 
 
 class SegmentStarts:
-    """A walked segment's record starts below `walked_to`, found again when asked by walking it
-    the same way (findings dropped; the last two kept): the walk keeps none for the whole log."""
+    """Walked record starts below `walked_to` near an offset: walked again (findings dropped) from
+    the last checkpoint before it in its segment, for CHECKPOINT_EVERY records; 8 kept."""
 
-    def __init__(self, view, last_data: int, unclean: bool, walked_to: int):
+    def __init__(self, view, last_data: int, unclean: bool, walked_to: int, checkpoints):
         self.view, self.last_data, self.unclean = view, last_data, unclean
-        self.walked_to = walked_to
+        self.walked_to, self.checkpoints = walked_to, checkpoints
         self.cache: dict[int, np.ndarray] = {}
 
     def __call__(self, phy_offset: int) -> np.ndarray:
         segment = self.view.find(phy_offset)
         if segment is None:
             return np.zeros(0, dtype=np.int64)
-        starts = self.cache.get(segment.file_from_offset)
+        base = segment.file_from_offset
+        at = int(np.searchsorted(self.checkpoints, phy_offset, side="right")) - 1
+        begin = int(self.checkpoints[at]) if at >= 0 and self.checkpoints[at] >= base else base
+        starts = self.cache.get(begin)
         if starts is None:
             found = array("q")
-            is_last = segment is self.view.segments[self.last_data]
-            _walk_segment(self.view, segment, is_last, Sink(1, None), LogScan(), found, None,
-                          self.unclean, RecordColumns())
+            _walk_segment(self.view, segment, segment is self.view.segments[self.last_data],
+                          Sink(1, None), LogScan(), found, CHECKPOINT_EVERY + 2, self.unclean,
+                          RecordColumns(), begin - base)
             _release(segment)
             starts = np.frombuffer(found, dtype=np.int64).copy()
             starts = starts[:int(np.searchsorted(starts, self.walked_to))]
-            if len(self.cache) >= 2:
+            if len(self.cache) >= 8:
                 self.cache.pop(next(iter(self.cache)))
-            self.cache[segment.file_from_offset] = starts
+            self.cache[begin] = starts
         return starts
 
 
 def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogScan, starts,
-                  max_records, unclean: bool, columns: RecordColumns | None = None) -> int:
+                  max_records, unclean: bool, columns: RecordColumns | None = None,
+                  position: int = 0) -> int:
     """Walk one segment; return the phy_offset where its valid data ends. Runs of clean records
     go through `columns` (kernel.scan); everything else record by record here."""
     buffer, size, base = segment.buffer, segment.size_bytes, segment.file_from_offset
     # In a truncated segment, what the cut tore is repaired by padding it back to size.
     advice = _PAD_ADVICE if size < view.segment_size_bytes else {}
-    position = 0
     fast = columns is not None and not view.force_verify_prop_crc and not view.multi_dispatch
     while position < size:           # every iteration moves forward or leaves the loop
         if fast:
