@@ -46,14 +46,14 @@ class RecordColumns:
     The walk hands each window to the matchers (store.check.stream_units, stream_index) and
     `reset`s it: memory does not grow with the log."""
 
-    def __init__(self):
+    def __init__(self, scan_rows: int | None = None):
         self.queue_numbers: dict[tuple[str, int], int] = {}
         self.queue_keys: list[tuple[str, int]] = []
         self._parts: dict[str, list] = {name: [] for name in _FIELDS}
         self._pairs: list[np.ndarray] = []
         self._tags_memo: dict[bytes, int] = {}
         self.count = 0
-        self.out = kernel.scan_buffer(SCAN_ROWS)
+        self.out = kernel.scan_buffer(scan_rows or SCAN_ROWS)
         self.size = self.queue = self.queue_offset = self.tags_code = self.store_ts = None
         self.keys_known = self.exact = self.key_pairs = None
 

@@ -215,12 +215,12 @@ def _last_data_segment(view: CommitLogView, sink: Sink) -> int:
     return index
 
 
-def _release(segment: Segment) -> None:
-    """Drop the walked segment's pages from this process (they stay in the page cache; a later
-    read maps them again): the check's resident set does not grow with the log."""
-    if isinstance(segment.buffer, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+def _release(segment: Segment, advice: str = "MADV_DONTNEED") -> None:
+    """Drop the walked segment's pages from this process (they stay in the page cache): the RSS
+    does not grow with the log. MADV_WILLNEED: read it ahead (the next segment, while walking)."""
+    if isinstance(segment.buffer, mmap.mmap) and hasattr(mmap, advice):
         try:
-            segment.buffer.madvise(mmap.MADV_DONTNEED)
+            segment.buffer.madvise(getattr(mmap, advice))
         except OSError:
             pass
 
@@ -240,10 +240,11 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
     for index, segment in enumerate(view.segments[:last_data + 1]):
         if sink.full or scan.capped:
             break
+        if index < last_data:
+            _release(view.segments[index + 1], "MADV_WILLNEED")
         end = _walk_segment(view, segment, index == last_data, sink, scan, starts, max_records,
                             unclean, columns)
-        if index == last_data:
-            scan.end_offset = end
+        scan.end_offset = end if index == last_data else scan.end_offset
         _release(segment)
         if columns.count >= WINDOW_RECORDS:
             last_start = _hand_over(columns, starts, matchers, last_start, checkpoints)
@@ -251,8 +252,7 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
             progress("commitlog", index + 1, last_data + 1)
     last_start = _hand_over(columns, starts, matchers, last_start, checkpoints)
     scan.walked_to = last_start + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
-    scan.segment_starts = SegmentStarts(view, last_data, unclean, scan.walked_to,
-                                        np.array(checkpoints, dtype=np.int64))
+    scan.segment_starts = SegmentStarts(view, last_data, unclean, scan.walked_to, checkpoints)
     if scan.capped:
         sink.add("info", "commitlog", None, None,
                  f"max_records={max_records} cut the commit log walk short at "
@@ -289,7 +289,7 @@ class SegmentStarts:
 
     def __init__(self, view, last_data: int, unclean: bool, walked_to: int, checkpoints):
         self.view, self.last_data, self.unclean = view, last_data, unclean
-        self.walked_to, self.checkpoints = walked_to, checkpoints
+        self.walked_to, self.checkpoints = walked_to, np.array(checkpoints, dtype=np.int64)
         self.cache: dict[int, np.ndarray] = {}
 
     def __call__(self, phy_offset: int) -> np.ndarray:
@@ -304,7 +304,7 @@ class SegmentStarts:
             found = array("q")
             _walk_segment(self.view, segment, segment is self.view.segments[self.last_data],
                           Sink(1, None), LogScan(), found, CHECKPOINT_EVERY + 2, self.unclean,
-                          RecordColumns(), begin - base)
+                          RecordColumns(CHECKPOINT_EVERY + 2), begin - base)
             _release(segment)
             starts = np.frombuffer(found, dtype=np.int64).copy()
             starts = starts[:int(np.searchsorted(starts, self.walked_to))]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 CLEAN, KEYED, DIRTY = 0, 1, 2
-CHUNK = 1 << 16
+CHUNK = 1 << 16                 # entries judged at a time
+CHAIN_CHUNK = 1 << 20           # slots or entries read at a time by the chain check
 
 
 def chains_clean(slot_table: np.ndarray, entries: np.ndarray, slots: int, index_count: int,
@@ -27,8 +28,8 @@ def chains_clean(slot_table: np.ndarray, entries: np.ndarray, slots: int, index_
     linked_to = np.zeros(index_count, dtype=bool)
     links = 0
     release = release or (lambda: None)
-    for first in range(0, len(slot_table), CHUNK):
-        table = slot_table[first:first + CHUNK]
+    for first in range(0, len(slot_table), CHAIN_CHUNK):
+        table = slot_table[first:first + CHAIN_CHUNK]
         which = np.flatnonzero((table > 0) & (table < index_count))
         heads = table[which].astype(np.int64)
         if (entries["key_hash"][heads].astype(np.int64) % slots != which + first).any():
@@ -36,8 +37,8 @@ def chains_clean(slot_table: np.ndarray, entries: np.ndarray, slots: int, index_
         linked_to[heads] = True
         links += len(heads)
         release()
-    for first in range(1, index_count, CHUNK):
-        part = entries[first:first + CHUNK]
+    for first in range(1, index_count, CHAIN_CHUNK):
+        part = entries[first:first + CHAIN_CHUNK]
         key_hash = part["key_hash"].astype(np.int64)
         prev = part["prev_index"].astype(np.int64)
         numbers = np.arange(first, first + len(part))

@@ -42,11 +42,13 @@ class _FileQueue:
         files = queue_offsets // self.per_file
         held = np.zeros(len(queue_offsets), dtype=bool)
         phy, size, tags = (np.zeros(len(queue_offsets), dtype=np.int64) for _ in range(3))
-        for number in np.unique(files).tolist():
+        lowest, highest = int(files.min()), int(files.max())
+        for number in [lowest] if lowest == highest else np.unique(files).tolist():
             path = self.files.get(number * self.file_size) if number >= 0 else None
             if path is None:
                 continue
-            which = np.flatnonzero(files == number)
+            which = np.flatnonzero(files == number) if lowest != highest else \
+                np.arange(len(files))
             inside = queue_offsets[which] - number * self.per_file
             low, high = int(inside.min()), int(inside.max()) + 1
             if high - low <= max(4 * len(which), 4096):
@@ -126,7 +128,10 @@ class UnitMatcher:
             held, phy, size, tags = reader.units(offsets)
             match = held & (phy == starts[records]) & (size == columns.size[records]) & \
                 ((tags == columns.tags_code[records]) | (tags <= EXT_ADDRESS_MAX))
-            self._add(key, np.unique(offsets[match]))
+            matched = offsets[match]
+            if len(matched) > 1 and not (matched[1:] > matched[:-1]).all():
+                matched = np.unique(matched)
+            self._add(key, matched)
         for reader in self.queues.values():
             if reader is not None:
                 reader.release()
