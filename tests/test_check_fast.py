@@ -12,11 +12,16 @@ import random
 import shutil
 import time
 
+import numpy as np
 import pytest
 
 from store import Message, MessageStore
 from store.check import columns as columns_module
-from store.check import fast_index, fast_units
+from store.check import commitlog as commitlog_module
+from store.check import consumequeue as consumequeue_module
+from store.check import fast_index, fast_units, index_runs
+from store.check import index as index_module
+from store.codec.index_codec import ENTRY_DTYPE, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header
 from store.check.run import check_store
 from store.config import StoreConfig
 from store.tools.check_directory import check_config
@@ -30,12 +35,10 @@ def _slow_paths(monkeypatch) -> None:
     monkeypatch.setattr(columns_module.RecordColumns, "walk_rows",
                         lambda self, buf, base, position, *args: position)
 
-    def none_found(scan, phy_offsets):
-        import numpy as np
-        return np.full(len(phy_offsets), -1, dtype=np.int64)
-
-    monkeypatch.setattr(fast_units, "record_numbers", none_found)
-    monkeypatch.setattr(fast_index, "record_numbers", none_found)
+    monkeypatch.setattr(fast_units, "matched_units",
+                        lambda scan, key, offsets: np.zeros(len(offsets), dtype=bool))
+    monkeypatch.setattr(fast_index, "good_entries",
+                        lambda scan, name, first, count: np.zeros(count, dtype=bool))
     monkeypatch.setattr(fast_index, "chains_clean", lambda *args: False)
 
 
@@ -82,17 +85,21 @@ def _many_queue_store(root: str, count: int) -> StoreConfig:
 
 
 def test_several_scan_batches_and_caps(tmp_path, monkeypatch):
-    """More records than one kernel scan batch, segments of 2 MiB, shared keys (o0..o49): the
-    fast and the record-by-record paths agree, with and without caps, and on damage."""
+    """More records than one kernel scan batch and than one window of the walk, segments of 2 MiB,
+    shared keys (o0..o49), a key memory smaller than the keys: the fast and the record-by-record
+    paths agree, with and without caps, and on damage."""
     monkeypatch.setattr(columns_module, "SCAN_ROWS", 64)
+    monkeypatch.setattr(commitlog_module, "WINDOW_RECORDS", 700)
     root = str(tmp_path / "store")
     config = _many_queue_store(root, 3000)
     cases = [{}, {"max_records": 1000}, {"max_records": 2999}, {"max_findings": 1}]
-    for caps in cases:
-        fast = _findings(config, **caps)
-        with monkeypatch.context() as patch:
-            _slow_paths(patch)
-            assert fast == _findings(config, **caps), caps
+    for remembered in (index_runs.MAX_KEYS_REMEMBERED, 4000):
+        monkeypatch.setattr(index_runs, "MAX_KEYS_REMEMBERED", remembered)
+        for caps in cases:
+            fast = _findings(config, **caps)
+            with monkeypatch.context() as patch:
+                _slow_paths(patch)
+                assert fast == _findings(config, **caps), (remembered, caps)
     # damage: one CQ unit's size, one index entry's phyOffset, one body byte
     queue_file = os.path.join(root, "consumequeue", "T1", "1")
     name = sorted(os.listdir(queue_file))[0]
@@ -113,6 +120,44 @@ def test_several_scan_batches_and_caps(tmp_path, monkeypatch):
     assert any("unit 7" in f for f in fast), fast
 
 
+def test_healthy_store_passes_in_bulk(tmp_path, monkeypatch):
+    """On a healthy store the walk's matchers (store.check.stream_units, stream_index) pass every
+    unit, and every index entry but those whose keyHash an earlier entry holds (the key memory
+    compares those), over several windows of the walk."""
+    monkeypatch.setattr(commitlog_module, "WINDOW_RECORDS", 500)
+    root = str(tmp_path / "store")
+    config = _many_queue_store(root, 2000)
+    slow = {"units": 0, "entries": []}
+    check_unit = consumequeue_module.UnitChecker._check_unit
+    check_entry = index_module._check_entry
+
+    def count_unit(self, *args):
+        slow["units"] += 1
+        return check_unit(self, *args)
+
+    def count_entry(path, entries, header, position, state, entry):
+        slow["entries"].append(entry)
+        return check_entry(path, entries, header, position, state, entry)
+
+    monkeypatch.setattr(consumequeue_module.UnitChecker, "_check_unit", count_unit)
+    monkeypatch.setattr(index_module, "_check_entry", count_entry)
+    assert not [f for f in _findings(config) if f.startswith("Finding(severity='error'")]
+    assert slow["units"] == 0
+    (name,) = os.listdir(config.index_dir)
+    with open(os.path.join(config.index_dir, name), "rb") as handle:
+        data = handle.read()
+    header = decode_header(data)
+    entries = np.frombuffer(data, dtype=ENTRY_DTYPE, count=header.index_count,
+                            offset=INDEX_HEADER_SIZE + config.max_hash_slot_num * HASH_SLOT_SIZE)
+    seen, repeated = set(), []
+    for number, key_hash in enumerate(entries["key_hash"].tolist()[1:], start=1):
+        if key_hash in seen:
+            repeated.append(number)
+        seen.add(key_hash)
+    assert header.index_count > 4000 and len(repeated) > 1000
+    assert slow["entries"] == repeated
+
+
 def test_progress_callback(tmp_path):
     root = str(tmp_path / "store")
     config = _many_queue_store(root, 300)
@@ -131,3 +176,42 @@ def test_progress_callback(tmp_path):
         assert mine[-1][0] == mine[-1][1] > 0, (part, mine)
         assert all(0 < done <= total for done, total in mine), (part, mine)
         assert [done for done, _ in mine] == sorted(done for done, _ in mine)
+
+
+def test_segment_starts_match_a_full_walk(tmp_path, monkeypatch):
+    """The walk keeps one record start in CHECKPOINT_EVERY; `is_record_start` and `starts_near`
+    (walked again from a checkpoint) answer what the starts of a whole walk answer, damaged
+    segment and max_records cap included."""
+    from array import array
+
+    from store.check.findings import Sink
+    monkeypatch.setattr(commitlog_module, "CHECKPOINT_EVERY", 7)
+    monkeypatch.setattr(commitlog_module, "WINDOW_RECORDS", 300)
+    root = str(tmp_path / "store")
+    config = _many_queue_store(root, 1500)
+    log_dir = os.path.join(root, "commitlog")
+    with open(os.path.join(log_dir, sorted(os.listdir(log_dir))[0]), "r+b") as handle:
+        handle.seek(200_000)
+        handle.write(b"\x7f" * 9)               # the walk stops in the middle of the segment
+    for cap in (None, 700):
+        view = commitlog_module.CommitLogView([log_dir], config.mapped_file_size_commit_log)
+        try:
+            scan = commitlog_module.walk_commit_log(view, Sink(1000), max_records=cap,
+                                                    unclean=False)
+            full = array("q")
+            commitlog_module._walk_segment(view, view.segments[0], True, Sink(1000),
+                                           commitlog_module.LogScan(), full, cap, False,
+                                           columns_module.RecordColumns())
+            starts = [start for start in full if start < scan.walked_to]
+            assert 100 < len(starts) and len(scan.segment_starts.checkpoints) > 10
+            probes = starts + [start + 1 for start in starts] + list(range(0, 300_000, 997))
+            known = set(starts)
+            for phy in probes:
+                expected = None if phy >= scan.walked_to else phy in known
+                assert scan.is_record_start(phy) == expected, (cap, phy)
+                before = [start for start in starts if start <= phy]
+                near = scan.starts_near(phy)
+                if before and phy < scan.walked_to:
+                    assert before[-1] in near and all(s in starts for s in near), (cap, phy)
+        finally:
+            view.close()

@@ -40,23 +40,30 @@ _WIDE_TAGS = 256
 
 
 class RecordColumns:
-    """Per accepted record, in log order: size, queue key number, queue offset, tagsCode, store
-    time, whether its keys are known (`key_pairs`: `(record number << 32) | keyHash`, sorted) and
-    whether its PHYSICALOFFSET field is its offset (`exact`)."""
+    """Per accepted record of the current window (a few segments), in log order: size, queue key
+    number, queue offset, tagsCode, store time, whether its keys are known (`key_pairs`: `(record
+    number << 32) | keyHash`, sorted) and whether its PHYSICALOFFSET field is its offset (`exact`).
+    The walk hands each window to the matchers (store.check.stream_units, stream_index) and
+    `reset`s it: memory does not grow with the log."""
 
-    def __init__(self):
+    def __init__(self, scan_rows: int | None = None):
         self.queue_numbers: dict[tuple[str, int], int] = {}
+        self.queue_keys: list[tuple[str, int]] = []
         self._parts: dict[str, list] = {name: [] for name in _FIELDS}
         self._pairs: list[np.ndarray] = []
         self._tags_memo: dict[bytes, int] = {}
         self.count = 0
-        self.out = kernel.scan_buffer(SCAN_ROWS)
+        self.out = kernel.scan_buffer(scan_rows or SCAN_ROWS)
         self.size = self.queue = self.queue_offset = self.tags_code = self.store_ts = None
         self.keys_known = self.exact = self.key_pairs = None
 
     # ---------------------------------------------------------------------------- building
     def queue_number(self, key: tuple[str, int]) -> int:
-        return self.queue_numbers.setdefault(key, len(self.queue_numbers))
+        number = self.queue_numbers.get(key)
+        if number is None:
+            number = self.queue_numbers[key] = len(self.queue_keys)
+            self.queue_keys.append(key)
+        return number
 
     def add_request(self, request, phy_offset: int) -> None:
         """One record at `phy_offset` accepted by `check_message` (the record-by-record path)."""
@@ -85,7 +92,15 @@ class RecordColumns:
         self.key_pairs = np.sort(np.concatenate(self._pairs)) if self._pairs else \
             np.zeros(0, dtype=np.int64)
         self._pairs = []
-        self.out = None
+
+    def reset(self) -> None:
+        """Forget the records (the next window starts at record 0); queue numbers, the tagsCode
+        memo and the scan buffer stay."""
+        self._parts = {name: [] for name in _FIELDS}
+        self._pairs = []
+        self.count = 0
+        self.size = self.queue = self.queue_offset = self.tags_code = self.store_ts = None
+        self.keys_known = self.exact = self.key_pairs = None
 
     # ---------------------------------------------------------------------------- the walk
     def walk_rows(self, buf, base: int, position: int, size: int, scan, starts,

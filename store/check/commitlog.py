@@ -174,7 +174,10 @@ class LogScan:
     # Queued records whose properties name multi-dispatch queues (INNER_MULTI_DISPATCH): their
     # LMQ units are checked for coverage like a record's own (store.check.consumequeue).
     multi_dispatch: list = field(default_factory=list)
-    columns: RecordColumns | None = None   # per record of `starts` (store.check.columns)
+    # CQ units / index entries matching a walked record (stream_units, stream_index); None: none.
+    unit_matches: object = None
+    entry_matches: object = None
+    segment_starts: object = None    # phy_offset -> starts near it (SegmentStarts); None: `starts`
 
     def note_queued(self, request) -> None:
         """A record that gets a consume-queue unit (NOT / COMMIT transaction type)."""
@@ -185,12 +188,17 @@ class LogScan:
         if request.properties and PROPERTY_INNER_MULTI_DISPATCH in request.properties:
             self.multi_dispatch.append(request)
 
+    def starts_near(self, phy_offset: int) -> np.ndarray:
+        """Walked record starts, sorted: at least those near phy_offset in its segment."""
+        return self.starts if self.segment_starts is None else self.segment_starts(phy_offset)
+
     def is_record_start(self, phy_offset: int) -> bool | None:
         """True/False for offsets the walk covered, None beyond it (then only the fields can tell)."""
         if phy_offset >= self.walked_to:
             return None
-        index = int(np.searchsorted(self.starts, phy_offset))
-        return index < len(self.starts) and int(self.starts[index]) == phy_offset
+        starts = self.starts_near(phy_offset)
+        index = int(np.searchsorted(starts, phy_offset))
+        return index < len(starts) and int(starts[index]) == phy_offset
 
 
 def _last_data_segment(view: CommitLogView, sink: Sink) -> int:
@@ -207,93 +215,113 @@ def _last_data_segment(view: CommitLogView, sink: Sink) -> int:
     return index
 
 
-def _release(segment: Segment) -> None:
-    """Drop the walked segment's pages from this process (they stay in the page cache; a later
-    read maps them again): the check's resident set does not grow with the log."""
-    if isinstance(segment.buffer, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+def _release(segment: Segment, advice: str = "MADV_DONTNEED") -> None:
+    """Drop the walked segment's pages from this process (they stay in the page cache): the RSS
+    does not grow with the log. MADV_WILLNEED: read it ahead (the next segment, while walking)."""
+    if isinstance(segment.buffer, mmap.mmap) and hasattr(mmap, advice):
         try:
-            segment.buffer.madvise(mmap.MADV_DONTNEED)
+            segment.buffer.madvise(getattr(mmap, advice))
         except OSError:
             pass
 
 
-def check_segment_files(view: CommitLogView, sink: Sink) -> None:
-    """Names, sizes and gaps of the segment set (spec §1.1)."""
-    for path in view.ignored_names:
-        sink.add("warning", "files", path, None, "not a 20-digit segment name: ignored by the store")
-    for path in view.leftover_names:
-        sink.add("info", "files", path, None, "leftover of an interrupted segment creation")
-    size = view.segment_size_bytes
-    sizes = {segment.size_bytes for segment in view.segments}
-    # Every segment short by the same whole pages: a wrong mappedFileSizeCommitLog, not truncation.
-    wrong_config = len(sizes) == 1 and next(iter(sizes)) < size and next(iter(sizes)) % 4096 == 0
-    for segment in view.segments:
-        if segment.file_from_offset % size:
-            sink.add("error", "commitlog", segment.path, None,
-                     f"start offset {segment.file_from_offset} is not a multiple of the "
-                     f"segment size {size}")
-        if segment.size_bytes != size:
-            short = segment.size_bytes < size and not wrong_config
-            sink.add("error", "commitlog", segment.path, segment.size_bytes,
-                     f"segment is {segment.size_bytes} bytes, expected {size} "
-                     f"(mappedFileSizeCommitLog): the store refuses to load it"
-                     + ("; every segment has this size: is the config the store's own?"
-                        if wrong_config else "")
-                     + (f"; rmqstore recover --pad-truncated pads it to {size} bytes (a record "
-                        f"cut by the truncation is lost, every complete one is kept)" if short
-                        else ""),
-                     on_restart="MappedFileQueue.load refuses a segment whose length is not "
-                                "mappedFileSizeCommitLog: the broker does not start",
-                     repair="rmqstore recover --pad-truncated --store {store}" if short else None)
-    for previous, current in zip(view.segments, view.segments[1:]):
-        expected = previous.file_from_offset + size
-        if current.file_from_offset != expected:
-            kind = "gap" if current.file_from_offset > expected else "overlap"
-            sink.add("error", "commitlog", current.path, None,
-                     f"{kind} in the segment set: expected a file starting at {expected}, "
-                     f"found {current.file_from_offset}")
-
-
 def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
-                    unclean: bool, progress=None) -> LogScan:
-    """Walk every record of every segment; report damage; return the record starts."""
+                    unclean: bool, progress=None, matchers=()) -> LogScan:
+    """Walk every record of every segment; report damage; return the record starts. `matchers`
+    (stream_units.UnitMatcher, stream_index.EntryMatcher) get the columns of each window of about
+    WINDOW_RECORDS records (`take`), then `finish(scan)`: no column outlives its window."""
     scan = LogScan()
     if not view.segments:
         return scan
     scan.min_offset = view.segments[0].file_from_offset
     last_data = _last_data_segment(view, sink)
-    starts = array("q")
+    starts, columns, last_start, checkpoints = array("q"), RecordColumns(), -1, []
     scan.end_offset = scan.min_offset
-    columns = RecordColumns()
     for index, segment in enumerate(view.segments[:last_data + 1]):
         if sink.full or scan.capped:
             break
+        if index < last_data:
+            _release(view.segments[index + 1], "MADV_WILLNEED")
         end = _walk_segment(view, segment, index == last_data, sink, scan, starts, max_records,
                             unclean, columns)
-        if index == last_data:
-            scan.end_offset = end
+        scan.end_offset = end if index == last_data else scan.end_offset
         _release(segment)
+        if columns.count >= WINDOW_RECORDS:
+            last_start = _hand_over(columns, starts, matchers, last_start, checkpoints)
         if progress is not None:
             progress("commitlog", index + 1, last_data + 1)
-    columns.finish()
-    scan.columns = columns
-    scan.starts = np.frombuffer(starts, dtype=np.int64).copy() if starts else scan.starts
-    scan.walked_to = scan.starts[-1] + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
+    last_start = _hand_over(columns, starts, matchers, last_start, checkpoints)
+    scan.walked_to = last_start + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
+    scan.segment_starts = SegmentStarts(view, last_data, unclean, scan.walked_to, checkpoints)
     if scan.capped:
         sink.add("info", "commitlog", None, None,
                  f"max_records={max_records} cut the commit log walk short at "
-                 f"{int(scan.starts[-1])}; later records were not checked")
+                 f"{last_start}; later records were not checked")
+    for matcher in matchers:
+        matcher.finish(scan)
     return scan
 
 
+WINDOW_RECORDS = 1 << 18
+CHECKPOINT_EVERY = 1024                 # one walked record start kept in this many
+
+def _hand_over(columns: RecordColumns, starts, matchers, last_start: int, checkpoints) -> int:
+    """Hand the window to the matchers, forget it but for `checkpoints`; the last start."""
+    columns.finish()
+    if columns.count:
+        window = np.frombuffer(starts[:], dtype=np.int64)
+        last_start = int(window[-1])
+        checkpoints.extend(window[::CHECKPOINT_EVERY].tolist())
+        for matcher in matchers:
+            if not getattr(matcher, "broken", False):
+                try:
+                    matcher.take(columns, window)
+                except (OSError, ValueError):
+                    matcher.broken = True     # what it matched stays true; the rest goes slow
+    del starts[:]
+    columns.reset()
+    return last_start
+
+
+class SegmentStarts:
+    """Walked record starts below `walked_to` near an offset: walked again (findings dropped) from
+    the last checkpoint before it in its segment, for CHECKPOINT_EVERY records; 8 kept."""
+
+    def __init__(self, view, last_data: int, unclean: bool, walked_to: int, checkpoints):
+        self.view, self.last_data, self.unclean = view, last_data, unclean
+        self.walked_to, self.checkpoints = walked_to, np.array(checkpoints, dtype=np.int64)
+        self.cache: dict[int, np.ndarray] = {}
+
+    def __call__(self, phy_offset: int) -> np.ndarray:
+        segment = self.view.find(phy_offset)
+        if segment is None:
+            return np.zeros(0, dtype=np.int64)
+        base = segment.file_from_offset
+        at = int(np.searchsorted(self.checkpoints, phy_offset, side="right")) - 1
+        begin = int(self.checkpoints[at]) if at >= 0 and self.checkpoints[at] >= base else base
+        starts = self.cache.get(begin)
+        if starts is None:
+            found = array("q")
+            _walk_segment(self.view, segment, segment is self.view.segments[self.last_data],
+                          Sink(1, None), LogScan(), found, CHECKPOINT_EVERY + 2, self.unclean,
+                          RecordColumns(CHECKPOINT_EVERY + 2), begin - base)
+            _release(segment)
+            starts = np.frombuffer(found, dtype=np.int64).copy()
+            starts = starts[:int(np.searchsorted(starts, self.walked_to))]
+            if len(self.cache) >= 8:
+                self.cache.pop(next(iter(self.cache)))
+            self.cache[begin] = starts
+        return starts
+
+
 def _walk_segment(view, segment: Segment, is_last: bool, sink: Sink, scan: LogScan, starts,
-                  max_records, unclean: bool, columns: RecordColumns | None = None) -> int:
+                  max_records, unclean: bool, columns: RecordColumns | None = None,
+                  position: int = 0) -> int:
     """Walk one segment; return the phy_offset where its valid data ends. Runs of clean records
     go through `columns` (kernel.scan); everything else record by record here."""
     buffer, size, base = segment.buffer, segment.size_bytes, segment.file_from_offset
     # In a truncated segment, what the cut tore is repaired by padding it back to size.
     advice = _PAD_ADVICE if size < view.segment_size_bytes else {}
-    position = 0
     fast = columns is not None and not view.force_verify_prop_crc and not view.multi_dispatch
     while position < size:           # every iteration moves forward or leaves the loop
         if fast:

@@ -52,7 +52,9 @@ class UnitChecker:
         phy = units["phy_offset"].astype(np.int64)
         size = units["size"].astype(np.int64)
         tags = units["tags_code"].astype(np.int64)
-        clean = clean_units(self.scan, (topic, queue_id), first_queue_offset, units, previous_phy)
+        matchable = path is None or os.path.basename(os.path.dirname(path)) == str(queue_id)
+        clean = clean_units(self.scan, (topic, queue_id), first_queue_offset, units, previous_phy,
+                            matchable)
 
         def one(index: int, previous: int) -> int:
             return self._check_unit(topic, queue_id, path, first_queue_offset + index,
@@ -90,7 +92,7 @@ class UnitChecker:
         last record the walk found in that segment, where a BLANK stands."""
         if result.kind == record_check.CHECK_BLANK:
             return True
-        starts = self.scan.starts
+        starts = self.scan.starts_near(phy_offset)
         index = int(np.searchsorted(starts, phy_offset, side="right")) - 1
         if index < 0:
             return False

@@ -28,7 +28,8 @@ from array import array
 
 import numpy as np
 
-from store.check.commitlog import LogScan, body_crc_matches, check_segment_files, is_all_zero
+from store.check.commitlog import LogScan, body_crc_matches, is_all_zero
+from store.check.segments import check_segment_files
 from store.check.findings import Sink
 from store.codec import record_check
 from store.dledger.entries import BLANK, ENTRY, IndexFiles, walk_entries

@@ -9,94 +9,73 @@ decides and reports.
 
 from __future__ import annotations
 
-import mmap
-import os
-
 import numpy as np
 
-from store.check.fast_units import record_numbers
-from store.codec.index_codec import ENTRY_DTYPE, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header
-
 CLEAN, KEYED, DIRTY = 0, 1, 2
-_TIME_DIFF_MAX = 2**31 - 1
+CHUNK = 1 << 16                 # entries judged at a time
+CHAIN_CHUNK = 1 << 20           # slots or entries read at a time by the chain check
 
 
-def shared_hashes(index_dir: str, names, expected_size: int, slots: int,
-                  max_index_num: int) -> np.ndarray:
-    """Sorted keyHashes that more than one entry of the index files holds."""
-    parts = []
-    for name in names:
-        path = os.path.join(index_dir, name)
-        if not name.isdigit() or not os.path.isfile(path) or os.path.getsize(path) != expected_size:
-            continue
-        with open(path, "rb") as handle:
-            with mmap.mmap(handle.fileno(), expected_size, access=mmap.ACCESS_READ) as buffer:
-                header = decode_header(buffer)
-                if not 1 < header.index_count <= max_index_num:
-                    continue
-                entries = np.frombuffer(buffer, dtype=ENTRY_DTYPE, count=header.index_count,
-                                        offset=INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE)
-                parts.append(entries["key_hash"][1:].astype(np.int64))
-                del entries
-    if not parts:
-        return np.zeros(0, dtype=np.int64)
-    values, counts = np.unique(np.concatenate(parts), return_counts=True)
-    return values[counts > 1]
-
-
-def chains_clean(slot_table: np.ndarray, entries: np.ndarray, slots: int, index_count: int) -> bool:
+def chains_clean(slot_table: np.ndarray, entries: np.ndarray, slots: int, index_count: int,
+                 release=None) -> bool:
     """Whether the chain walk would find nothing: every entry has exactly one link to it (from its
     slot or from a newer entry), links point to older entries, and every keyHash is >= 0 and in
     the slot of what links to it (so, by induction from the newest entry, each is reached once,
-    on its own slot's chain)."""
+    on its own slot's chain). Reads the entries a chunk at a time (no copy of the file), calling
+    `release()` after each (to drop the pages read from the process)."""
     if index_count <= 1:
         return True
-    key_hash = entries["key_hash"].astype(np.int64)
-    prev = entries["prev_index"].astype(np.int64)[1:]
-    numbers = np.arange(1, index_count)
-    if ((prev < 0) | (prev >= numbers)).any() or (key_hash[1:] < 0).any():
-        return False
-    head_slots = np.flatnonzero((slot_table > 0) & (slot_table < index_count))
-    heads = slot_table[head_slots].astype(np.int64)
-    linked = prev > 0
-    links_in = np.bincount(heads, minlength=index_count) + \
-        np.bincount(prev[linked], minlength=index_count)
-    if (links_in[1:] != 1).any():
-        return False
-    if (key_hash[heads] % slots != head_slots).any():
-        return False
-    return not (key_hash[prev[linked]] % slots != key_hash[1:][linked] % slots).any()
+    linked_to = np.zeros(index_count, dtype=bool)
+    links = 0
+    release = release or (lambda: None)
+    for first in range(0, len(slot_table), CHAIN_CHUNK):
+        table = slot_table[first:first + CHAIN_CHUNK]
+        which = np.flatnonzero((table > 0) & (table < index_count))
+        heads = table[which].astype(np.int64)
+        if (entries["key_hash"][heads].astype(np.int64) % slots != which + first).any():
+            return False
+        linked_to[heads] = True
+        links += len(heads)
+        release()
+    for first in range(1, index_count, CHAIN_CHUNK):
+        part = entries[first:first + CHAIN_CHUNK]
+        key_hash = part["key_hash"].astype(np.int64)
+        prev = part["prev_index"].astype(np.int64)
+        numbers = np.arange(first, first + len(part))
+        if ((prev < 0) | (prev >= numbers)).any() or (key_hash < 0).any():
+            return False
+        linked = prev > 0
+        targets = prev[linked]
+        if (entries["key_hash"][targets].astype(np.int64) % slots != key_hash[linked] % slots).any():
+            return False
+        linked_to[targets] = True
+        links += len(targets)
+        release()
+    return links == index_count - 1 and bool(linked_to[1:].all())
 
 
-def entry_kinds(entries: np.ndarray, header, scan, shared: np.ndarray) -> np.ndarray:
-    """CLEAN / KEYED / DIRTY for every entry (entry 0 is no entry: CLEAN)."""
+def entry_kinds(entries: np.ndarray, first: int, header, scan, name: str) -> np.ndarray:
+    """CLEAN / KEYED / DIRTY for entries `first`.. of file `name` (entry 0 is no entry: CLEAN).
+    KEYED here: the entry-by-entry test would find its record, keys and timeDiff right; whether
+    its keyHash may be only remembered is up to the caller (store.check.index)."""
     key_hash = entries["key_hash"].astype(np.int64)
     phy = entries["phy_offset"].astype(np.int64)
     time_diff = entries["time_diff_s"].astype(np.int64)
     kinds = np.full(len(entries), DIRTY, dtype=np.int8)
-    kinds[0] = CLEAN
     sane = (key_hash >= 0) & (time_diff >= 0) & (phy >= 0)
-    sane[0] = False
+    if first == 0 and len(entries):
+        sane[0] = False
     expired = sane & (phy < scan.min_offset)
     kinds[expired] = CLEAN
-    columns = scan.columns
-    live = np.flatnonzero(sane & ~expired & ((phy < scan.end_offset) | scan.capped))
-    if columns is None or not len(live):
-        return kinds
-    record = record_numbers(scan, phy[live])
-    found = record >= 0
-    live, record = live[found], record[found]
-    known = columns.keys_known[record]
-    live, record = live[known], record[known]
-    pairs = columns.key_pairs
-    wanted = (record << 32) | key_hash[live]
-    at = np.searchsorted(pairs, wanted)
-    has_key = (at < len(pairs)) & (pairs[np.minimum(at, len(pairs) - 1)] == wanted) \
-        if len(pairs) else np.zeros(len(live), dtype=bool)
-    expected = np.clip((columns.store_ts[record] - header.begin_timestamp) // 1000, 0, _TIME_DIFF_MAX)
-    timely = (expected == time_diff[live]) | (live == 1)
-    at = np.searchsorted(shared, key_hash[live])
-    unique = ~((at < len(shared)) & (shared[np.minimum(at, max(len(shared) - 1, 0))] == key_hash[live])) \
-        if len(shared) else np.ones(len(live), dtype=bool)
-    kinds[live[has_key & timely & unique]] = KEYED
+    if first == 0 and len(entries):
+        kinds[0] = CLEAN
+    live = sane & ~expired & ((phy < scan.end_offset) | scan.capped) & (phy < scan.walked_to)
+    kinds[live & good_entries(scan, name, first, len(entries))] = KEYED
     return kinds
+
+
+def good_entries(scan, name: str, first: int, count: int) -> np.ndarray:
+    """Which entries the walk found GOOD (store.check.stream_index); all False when unknown."""
+    if scan.entry_matches is None:
+        return np.zeros(count, dtype=bool)
+    return scan.entry_matches.good(name, first, count)

@@ -20,9 +20,10 @@ from store.codec import record_check
 from store.codec.index_codec import (ENTRY_DTYPE, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header,
                                      index_file_size)
 from store.codec.javahash import index_key_hash
+from store.check import index_runs
+from store.check.index_runs import pass_run
 
 INDEX_NAME_LENGTH = 17
-MAX_KEYS_REMEMBERED = 100_000          # for collision reports; bounded memory
 
 
 def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
@@ -37,8 +38,6 @@ def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
                             "queues: the records already in the log are never indexed again")
     expected_size = index_file_size(max_hash_slot_num, max_index_num)
     state = _State(view, scan, sink, unclean, max_entries)
-    state.shared_hashes = fast_index.shared_hashes(index_dir, names, expected_size,
-                                                   max_hash_slot_num, max_index_num)
     previous_end_phy = None
     for number, name in enumerate(names):
         path = os.path.join(index_dir, name)
@@ -74,28 +73,60 @@ def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
         progress("index", len(names), len(names))
 
 
-class _KeyMemory(dict):
-    """`key_of_hash`: a dict of the hashes looked up again, plus a count of the hashes that no
-    other entry has (remembered in bulk, never looked up: only their number matters, for the cap)."""
+class _KeyMemory:
+    """`key_of_hash`: keyHash -> the key text first seen with it, for at most index_runs.MAX_KEYS_REMEMBERED
+    hashes. A hash remembered in bulk (store.check.index_runs) holds the offset of its record
+    instead; `get` reads the text from that record when it is first asked for."""
 
-    def __init__(self):
-        super().__init__()
-        self.unique = 0
+    def __init__(self, view):
+        self.view = view
+        self.texts: dict[int, object] = {}
+        self.sorted = np.zeros(0, dtype=np.int64)
+        self.pending: list[int] = []
 
     def __len__(self) -> int:
-        return dict.__len__(self) + self.unique
+        return len(self.texts)
 
-    def remember_unique(self, count: int) -> None:
-        self.unique += max(0, min(count, MAX_KEYS_REMEMBERED - len(self)))
+    def get(self, key_hash: int):
+        value = self.texts.get(key_hash)
+        if isinstance(value, int):
+            value = self.texts[key_hash] = _key_text(self.view.check_at(value).request, key_hash)
+        return value
+
+    def __setitem__(self, key_hash: int, text) -> None:
+        self.texts[key_hash] = text
+        self.pending.append(key_hash)
+
+    def remember(self, hashes: np.ndarray, phy: np.ndarray) -> None:
+        self.texts.update(zip(hashes.tolist(), phy.tolist()))
+        self.pending.extend(hashes.tolist())
+
+    def known(self, hashes: np.ndarray) -> np.ndarray:
+        if self.pending:
+            self.sorted = np.union1d(self.sorted, np.array(self.pending, dtype=np.int64))
+            self.pending = []
+        if not len(self.sorted):
+            return np.zeros(len(hashes), dtype=bool)
+        at = np.minimum(np.searchsorted(self.sorted, hashes), len(self.sorted) - 1)
+        return self.sorted[at] == hashes
+
+
+def _key_text(request, key_hash: int) -> str | None:
+    """The first of the record's keys (UNIQ_KEY, then KEYS) whose `topic#key` hashes to key_hash."""
+    keys = [request.uniq_key] if request.uniq_key is not None else []
+    keys += [key for key in (request.keys or "").split(" ") if key]
+    for key in keys:
+        if index_key_hash(request.topic + "#" + key) == key_hash:
+            return request.topic + "#" + key
+    return None
 
 
 class _State:
     def __init__(self, view, scan, sink, unclean, max_entries):
         self.view, self.scan, self.sink, self.unclean = view, scan, sink, unclean
         self.budget = max_entries if max_entries is not None else 1 << 62
-        self.key_of_hash = _KeyMemory()
+        self.key_of_hash = _KeyMemory(view)
         self.collisions_reported: set[tuple[str, str]] = set()
-        self.shared_hashes = np.zeros(0, dtype=np.int64)   # keyHashes of more than one entry
 
 
 def _check_file(path, buffer, slots: int, max_index_num: int, state: _State) -> int | None:
@@ -126,10 +157,12 @@ def _check_file(path, buffer, slots: int, max_index_num: int, state: _State) -> 
         sink.add("error", "index", path, INDEX_HEADER_SIZE + int(slot) * HASH_SLOT_SIZE,
                  f"slot {int(slot)} holds {int(slot_table[slot])}, not an entry number below "
                  f"indexCount {index_count}")
-    if not fast_index.chains_clean(slot_table, entries, slots, index_count):
+    if not fast_index.chains_clean(slot_table, entries, slots, index_count,
+                                   lambda: _release(buffer)):
         _check_chains(path, slot_table, entries, slots, index_count, entries_position, sink)
+    _release(buffer)
     if entry_count:
-        _check_entries(path, entries, header, entries_position, state)
+        _check_entries(path, entries, header, entries_position, state, lambda: _release(buffer))
         sink.summarize()
     return header.end_phy_offset if entry_count else None
 
@@ -177,28 +210,47 @@ def _check_chains(path, slot_table, entries, slots, index_count, entries_positio
                  f"never find them")
 
 
-def _check_entries(path, entries, header, entries_position, state: _State) -> None:
-    """Every entry in order; entries that match the walk's columns (store.check.fast_index) pass
-    in bulk, the others go through `_check_entry`."""
-    kinds = fast_index.entry_kinds(entries, header, state.scan, state.shared_hashes)
-    dirty = np.flatnonzero(kinds == fast_index.DIRTY).tolist()
-    keyed = np.cumsum(kinds == fast_index.KEYED)
-    sink, memory = state.sink, state.key_of_hash
-    position = 1
-    for stop in dirty + [len(entries)]:
-        if sink.full or state.budget <= 0:
-            return
-        take = min(stop - position, state.budget)
-        if take:
-            state.budget -= take
-            memory.remember_unique(int(keyed[position + take - 1] - keyed[position - 1]))
-            if take < stop - position:
+def _release(buffer) -> None:
+    """Drop the pages of the index file read so far from this process (they stay cached)."""
+    if hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            buffer.madvise(mmap.MADV_DONTNEED)
+        except OSError:
+            pass
+
+
+def _check_entries(path, entries, header, entries_position, state: _State, release) -> None:
+    """Every entry in order, a chunk at a time; entries the walk found right
+    (store.check.fast_index) pass in bulk (`index_runs.pass_run`), the others go through
+    `_check_entry`."""
+    name, sink = os.path.basename(path), state.sink
+    for first in range(0, len(entries), fast_index.CHUNK):
+        part = entries[first:first + fast_index.CHUNK]
+        kinds = fast_index.entry_kinds(part, first, header, state.scan, name)
+        position = 1 if first == 0 else 0
+        for stop in np.flatnonzero(kinds == fast_index.DIRTY).tolist() + [len(part)]:
+            while position < stop:
+                if sink.full or state.budget <= 0:
+                    return
+                take = min(stop - position, state.budget)
+                slow = pass_run(state.key_of_hash, part, kinds, position, position + take)
+                state.budget -= slow - position
+                if slow == position + take:
+                    position = slow
+                    if position < stop:
+                        return                 # the budget ran out inside the run
+                    break
+                state.budget -= 1
+                _check_entry(path, entries, header, entries_position, state, first + slow)
+                position = slow + 1
+            if stop == len(part):
+                break
+            if sink.full or state.budget <= 0:
                 return
-        if stop == len(entries) or sink.full or state.budget <= 0:
-            return
-        state.budget -= 1
-        _check_entry(path, entries, header, entries_position, state, stop)
-        position = stop + 1
+            state.budget -= 1
+            _check_entry(path, entries, header, entries_position, state, first + stop)
+            position = stop + 1
+        release()
 
 
 def _check_entry(path, entries, header, entries_position, state: _State, entry: int) -> None:
@@ -263,7 +315,7 @@ def _check_entry_key(path, where, entry, key_hash, request, state: _State) -> No
     text = matching[0]
     known = state.key_of_hash.get(key_hash)
     if known is None:
-        if len(state.key_of_hash) < MAX_KEYS_REMEMBERED:
+        if len(state.key_of_hash) < index_runs.MAX_KEYS_REMEMBERED:
             state.key_of_hash[key_hash] = text
     elif known != text and (known, text) not in state.collisions_reported:
         state.collisions_reported.add((known, text))

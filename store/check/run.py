@@ -29,14 +29,18 @@ import os
 import struct
 
 from store.check.batch import check_batch_queues
-from store.check.commitlog import CommitLogView, LogScan, check_segment_files, walk_commit_log
+from store.check.commitlog import CommitLogView, LogScan, walk_commit_log
 from store.check.consumequeue import (check_api_queues, check_dispatch_coverage, check_file_queues,
                                      lmq_queue_spans)
 from store.check.dledger import check_dledger
 from store.check.findings import COMPONENTS, SEVERITIES, Finding, Sink, utc_text
 from store.check.index import check_index_dir
+from store.check.segments import check_segment_files
+from store.check.stream_index import EntryMatcher
+from store.check.stream_units import UnitMatcher, api_queue_source, open_file_queue
 from store.check.timer import check_timer
 from store.codec import fastjson
+from store.codec.index_codec import index_file_size
 from store.codec.checkpoint_codec import (CHECKPOINT_FILE_SIZE_BYTES, decode_checkpoint,
                                           used_bytes)
 from store.codec.prop_crc import CRC_PROPERTY
@@ -99,8 +103,10 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None, *,
                             max_records=max_records, unclean=unclean) or LogScan()
         else:
             check_segment_files(view, sink)
+            matchers = _matchers(config, store)
             scan = _guarded(sink, "commitlog", walk_commit_log, view, sink,
-                            max_records=max_records, unclean=unclean, progress=progress) or LogScan()
+                            max_records=max_records, unclean=unclean, progress=progress,
+                            matchers=matchers) or LogScan()
         if store is not None and not sink.full and dledger is None:
             _guarded(sink, "commitlog", _compare_recovery, store, scan, sink)
         if config.store_type == "default":
@@ -135,6 +141,30 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None, *,
                  max_units=max_records)
     finally:
         view.close()
+
+
+def _matchers(config, store) -> list:
+    """What the walk compares each window of records with (store.check.stream_units,
+    stream_index): the consume queues (files, or the opened store's), the index files."""
+    matchers = []
+    try:
+        _add_matchers(matchers, config, store)
+    except _EXPECTED:
+        pass                          # then the record-by-record code decides everything
+    return matchers
+
+
+def _add_matchers(matchers: list, config, store) -> None:
+    if config.store_type == "default":
+        matchers.append(UnitMatcher(open_file_queue(config.store_path_root_dir,
+                                                    config.mapped_file_size_consume_queue)))
+    elif store is not None:
+        matchers.append(UnitMatcher(api_queue_source(store.consume_queues,
+                                                     store.topics.is_batch_topic)))
+    if config.message_index_enable:
+        matchers.append(EntryMatcher(config.index_dir, config.max_hash_slot_num,
+                                     config.max_index_num, index_file_size(
+                                         config.max_hash_slot_num, config.max_index_num)))
 
 
 def _delay_levels(config):
