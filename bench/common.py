@@ -36,8 +36,9 @@ BENCH_SEGMENT_BYTES = 64 << 20
 
 
 # -------------------------------------------------------------------------------------- arguments
-def parse_args(description: str, argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=description)
+def parse_args(description: str, argv=None, parents=()) -> argparse.Namespace:
+    """The options every scenario takes; `parents` adds a scenario's own (listed by --help)."""
+    parser = argparse.ArgumentParser(description=description, parents=list(parents))
     parser.add_argument("--size", choices=("smoke", "full"), default="full")
     parser.add_argument("--workdir", default=None,
                         help="parent of the scratch stores (default: a new dir under /tmp)")
@@ -314,12 +315,12 @@ def pop_keep(argv: list) -> str | None:
     return keep
 
 
-def scenario_main(name: str, description: str, run):
+def scenario_main(name: str, description: str, run, parents=()):
     """The `python -m bench.<name>` entry point: parse, run, print the table, write JSON."""
     def main(argv=None) -> Report:
         if REPO_ROOT not in sys.path:
             sys.path.insert(0, REPO_ROOT)
-        args = parse_args(description, argv)
+        args = parse_args(description, argv, parents)
         command = f"python -m bench.{name} --size {args.size}" + (
             f" --reps {args.reps}" if args.reps else "")
         report = Report(name, args.size, command)

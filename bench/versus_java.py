@@ -210,17 +210,25 @@ def run(args, report: common.Report) -> None:
     report.extra["java_figures"] = theirs
 
 
-_main = common.scenario_main("versus_java", __doc__.splitlines()[0], run)
+def _own_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--java", default=None,
+                        help="the harness command (default: $RMQ_BENCH_JAVA; without one: skipped)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds alternating who goes first")
+    parser.add_argument("--only", default=None, help="comma-separated: " + ",".join(SCENARIOS))
+    parser.add_argument("--lookup-count", type=int, default=None,
+                        help="messages in the lookups store (default 1,000,000 at full size)")
+    parser.add_argument("--java-warmup", type=int, default=3,
+                        help="untimed JVM repetitions per harness call")
+    return parser
+
+
+_main = common.scenario_main("versus_java", __doc__.splitlines()[0], run, parents=(_own_parser(),))
 
 
 def main(argv=None):
-    """`common.scenario_main` plus --java, --rounds, --only and --lookup-count (parsed here)."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--java", default=None)
-    parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--only", default=None, help="comma-separated: " + ",".join(SCENARIOS))
-    parser.add_argument("--lookup-count", type=int, default=None)
-    parser.add_argument("--java-warmup", type=int, default=3)
+    """`common.scenario_main` plus --java, --rounds, --only, --lookup-count and --java-warmup."""
+    parser = _own_parser()
     known, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     only = known.only.split(",") if known.only else None
     for name in only or ():
