@@ -1,4 +1,6 @@
-"""Shared pytest configuration: the hypothesis profiles.
+"""Shared pytest configuration: the hypothesis profiles, and the dashboard's stores closed after each
+test module (a module that started the app without tests.app_util's registry_cleanup left the sample
+store's services running into later modules: their reput thread then showed up in other tests).
 
 Two profiles, chosen once here for the whole run:
 
@@ -16,7 +18,9 @@ over the profile.
 """
 
 import os
+import sys
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=200, deadline=None,
@@ -24,3 +28,13 @@ settings.register_profile("ci", max_examples=200, deadline=None,
 settings.register_profile("dev", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _dashboard_stores_closed():
+    """After every module: close the stores the dashboard's registry holds, if the app was loaded."""
+    yield
+    state = sys.modules.get("app.ui.state")
+    if state is not None:
+        state.get_registry().close_all()
+        state.get_registry.clear()
