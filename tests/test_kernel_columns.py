@@ -97,6 +97,22 @@ def test_c_equals_twin_on_fixtures(fixture):
 
 
 @native
+def test_a_dropped_repeated_entry_that_is_not_utf8_flags_the_map_in_both():
+    """Found by the fuzz driver: a repeated name whose first (dropped) value is not UTF-8. The C
+    checks each entry as it reads it, so the map column is flagged (the numpy path then builds it,
+    with the same answer); the twin flags it alike."""
+    buf = _records([SyntheticMessage(properties_raw=b"A\x01\xd1x\x02B\x012\x02A\x01ok")])
+    rows = _rows(buf)
+    c, py = _both(buf, rows, columns.WANT_ALL)
+    assert c == py and c[0] == "ok"
+    assert c[1][-1] & (1 << columns.SLOT["properties"])
+    fast, = _batches(buf, "00000000001073741824", True)
+    slow, = _batches(buf, "00000000001073741824", False)
+    assert fast.column("properties").equals(slow.column("properties"))
+    assert fast.column("properties")[0].as_py() == [("B", "2"), ("A", "ok")]
+
+
+@native
 def test_c_equals_twin_on_odd_records():
     buf = _records(ODD)
     rows = _rows(buf)

@@ -66,13 +66,22 @@ def host_text(host: bytes, v6: bool) -> bytes:
     return (".".join(str(octet) for octet in host[:4]) + f":{_PORT.unpack_from(host, 4)[0]}").encode()
 
 
-def _map_entries(props: bytes) -> list[tuple[bytes, bytes]]:
-    entries: dict[bytes, bytes] = {}
+def _map_pieces(props: bytes) -> list[tuple[bytes, bytes]]:
+    """Every (name, value) entry of PROPERTIES in order, repeated names included: pieces split on
+    \x02, the name before the first \x01, neither empty."""
+    pieces = []
     for piece in props.split(b"\x02"):
         separator = piece.find(b"\x01")
         if 0 < separator < len(piece) - 1:
-            entries.pop(piece[:separator], None)       # the last of a name, in its place
-            entries[piece[:separator]] = piece[separator + 1:]
+            pieces.append((piece[:separator], piece[separator + 1:]))
+    return pieces
+
+
+def _map_entries(props: bytes) -> list[tuple[bytes, bytes]]:
+    entries: dict[bytes, bytes] = {}
+    for name, value in _map_pieces(props):
+        entries.pop(name, None)       # the last of a name, in its place
+        entries[name] = value
     return list(entries.items())
 
 
@@ -177,9 +186,14 @@ def _decode_columns_py(buf, rows, want, alloc):
                 offsets[slot, i + 1] = len(data[slot])
         if map_wanted:
             at, length = r[COL["props_pos"]], r[COL["props_len"]]
-            for name, value in _map_entries(bytes(view[at:at + length])):
-                if not (_utf8_ok(name) and _utf8_ok(value)):
-                    flags |= 1 << SLOT["properties"]
+            props = bytes(view[at:at + length])
+            # Flagged when any entry of the record is not UTF-8, a dropped (repeated) name's too,
+            # as the C checks each entry when it reads it: the flag only sends the column to the
+            # numpy path, whose answer is the same either way.
+            if not _utf8_ok(props) and not all(
+                    _utf8_ok(name) and _utf8_ok(value) for name, value in _map_pieces(props)):
+                flags |= 1 << SLOT["properties"]
+            for name, value in _map_entries(props):
                 data[D_NAMES] += name
                 data[D_VALUES] += value
                 names_off.append(len(data[D_NAMES]))
