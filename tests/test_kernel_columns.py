@@ -20,6 +20,7 @@ from store.pipeline.dledger_scan import DLedgerScanner
 from store.pipeline.layout import list_commit_log
 from store.pipeline.segment_reader import map_file
 from store.pipeline.synthetic import SyntheticMessage, encode
+from tests.kernel_fuzz.columns_target import _filled
 from tests.pipeline_util import fixture_dirs, fixture_id
 
 native = pytest.mark.skipif(not kernel.COMPILED, reason="the C kernel is not built")
@@ -42,16 +43,6 @@ def _segments(fixture) -> list[tuple[np.ndarray, str, object]]:
 def _rows(buf, scanner=RecordScanner) -> np.ndarray:
     parts = list(scanner(buf).batches())
     return np.concatenate(parts) if parts else kernel.scan_buffer(0)
-
-
-def _filled(result) -> tuple:
-    """The meaningful bytes of a decode_columns answer (buffers may be larger than what is used)."""
-    offsets, data, names_off, values_off, reconsume, tags, used, flags = result
-    entries = used[columns.N_DATA]
-    return (bytes(offsets), tuple(bytes(d)[:u] for d, u in zip(data, used)),
-            bytes(names_off)[:4 * (entries + 1)] if len(names_off) else b"",
-            bytes(values_off)[:4 * (entries + 1)] if len(values_off) else b"",
-            bytes(reconsume), bytes(tags), used, flags)
 
 
 def _both(buf, rows, want, alloc=bytearray):

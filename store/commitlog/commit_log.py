@@ -144,15 +144,7 @@ class CommitLog:
             store_timestamp = self.clock_ms()
             if store_timestamp < self.last_store_timestamp:
                 store_timestamp = self.last_store_timestamp  # keep store times non-decreasing
-            files = self.mapped_files.files
-            mapped = files[-1] if files else None
-            if mapped is None or mapped.wrote_position >= mapped.file_size_bytes:
-                mapped = self.mapped_files.last_file_or_create(0)
-            position = mapped.wrote_position
-            if size + msgcodec.END_FILE_MIN_BLANK_LENGTH > mapped.file_size_bytes - position:
-                self._write_blank(mapped)
-                mapped = self.mapped_files.last_file_or_create(0)
-                position = mapped.wrote_position
+            mapped, position = self._segment_with_room(size)
             key = (topic, queue_id)
             queue_offset = self.queue_offsets.get(key, 0) if queued else 0
             phy_offset = mapped.file_from_offset + position
@@ -256,15 +248,7 @@ class CommitLog:
             store_timestamp = self.clock_ms()
             if store_timestamp < self.last_store_timestamp:
                 store_timestamp = self.last_store_timestamp  # keep store times non-decreasing
-            files = self.mapped_files.files
-            mapped = files[-1] if files else None
-            if mapped is None or mapped.wrote_position >= mapped.file_size_bytes:
-                mapped = self.mapped_files.last_file_or_create(0)
-            position = mapped.wrote_position
-            if total + msgcodec.END_FILE_MIN_BLANK_LENGTH > mapped.file_size_bytes - position:
-                self._write_blank(mapped)
-                mapped = self.mapped_files.last_file_or_create(0)
-                position = mapped.wrote_position
+            mapped, position = self._segment_with_room(total)
             key = (topic, queue_id)
             queue_offset = self.queue_offsets.get(key, 0) if queued else 0
             phy_offset = mapped.file_from_offset + position
@@ -276,6 +260,18 @@ class CommitLog:
                 self.queue_offsets[key] = queue_offset + count
             self.last_store_timestamp = store_timestamp
         return AppendResult(phy_offset, total, queue_offset, store_timestamp, msg_ids, count)
+
+    def _segment_with_room(self, size: int) -> tuple[MappedFile, int]:
+        """Under the put lock: the segment `size` bytes go into and where, the last one closed with
+        a BLANK filler first when they and the end-of-file filler don't fit in it."""
+        files = self.mapped_files.files
+        mapped = files[-1] if files else None
+        if mapped is None or mapped.wrote_position >= mapped.file_size_bytes:
+            mapped = self.mapped_files.last_file_or_create(0)
+        if size + msgcodec.END_FILE_MIN_BLANK_LENGTH > mapped.file_size_bytes - mapped.wrote_position:
+            self._write_blank(mapped)
+            mapped = self.mapped_files.last_file_or_create(0)
+        return mapped, mapped.wrote_position
 
     @staticmethod
     def _copy_records(mapped: MappedFile, position: int, records: list[bytearray]) -> None:

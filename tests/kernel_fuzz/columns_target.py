@@ -19,7 +19,8 @@ _FIELDS = ["pos", "body_pos", "body_len", "topic_pos", "topic_len", "props_pos",
            "tags_pos", "tags_len", "keys_pos", "keys_len", "uniq_pos", "uniq_len", "sys_flag"]
 
 
-def _filled(result):
+def _filled(result) -> tuple:
+    """The meaningful bytes of a decode_columns answer (buffers may be larger than what is used)."""
     offsets, data, names_off, values_off, reconsume, tags, used, flags = result
     entries = used[columns.N_DATA]
     return (bytes(offsets), tuple(bytes(d)[:u] for d, u in zip(data, used)),
