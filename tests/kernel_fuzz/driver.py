@@ -19,7 +19,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | java_hashes   | strings of ASCII, Latin-1, BMP, astral characters and lone surrogates   | `_java_hashes_py` |
 | encode_put    | messages with edge fields under edge settings (maximum size, segment size) | `put_path._encode_for_put` (when C accepts, the same bytes) |
 | index_select, cq_search_nearest, read_message | see tests/kernel_fuzz/lookup_targets.py  | their `*_py` twins |
-| decode_records, pull_unfiltered, decode_columns, walk_headers, crc32, encode_batch, place_batch, query_keys | see decode_target.py, pull_target.py, columns_target.py, crc_target.py, put_batch_target.py, query_target.py | the twins each module names |
+| decode_records, pull_unfiltered, decode_columns, walk_headers, crc32, encode_batch, place_batch, query_keys | see decode_target.py, pull_target.py, columns_target.py, crc_target.py, put_batch_target.py, query_target.py; the groups are listed in registry.py (a new target adds a line there) | the twins each module names |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -51,9 +51,7 @@ if os.environ.get("RMQ_KERNEL") != "python":
 from store import kernel  # noqa: E402  (after the environment check)
 from store.api import Message  # noqa: E402
 from store.commitlog import put_path  # noqa: E402
-from tests.kernel_fuzz import (  # noqa: E402
-    columns_target, crc_target, decode_target, dispatch_targets, lookup_targets, pull_target,
-    put_batch_target, query_target)
+from tests.kernel_fuzz import columns_target, dispatch_targets, registry  # noqa: E402
 from tests.kernel_fuzz.edges import (  # noqa: E402
     INT64_EDGES, OUT_OF_RANGE, POSITION_EDGES, Disagreement, outcome)
 
@@ -378,24 +376,8 @@ class Fuzzer:
             self.index_put()
         elif roll < 0.94:
             self.encode_put()
-        else:               # the targets issue #17 added, each group in its own module
-            group = self.rng.choice(("lookup", "decode", "pull", "crc", "put_batch"))
-            if group == "lookup":                          # tests/kernel_fuzz/lookup_targets.py
-                name = self.rng.choice(["index_select", "cq_search_nearest", "read_message",
-                                        "query_keys"])
-                target = query_target if name == "query_keys" else lookup_targets
-                compared = getattr(target, name)(self)
-                self.executions[name] += 1
-                self.compared[name] += compared
-            elif group == "decode":
-                decode_target.decode_records(self, outcome, Disagreement)
-            elif group == "crc":
-                crc_target.crc32(self, Disagreement)
-            elif group == "pull":
-                pull_target.pull_unfiltered(self, outcome, Disagreement)
-            else:
-                getattr(put_batch_target, self.rng.choice(["encode_batch", "place_batch"]))(
-                    self, outcome, Disagreement)
+        else:               # the targets issue #17 added: tests/kernel_fuzz/registry.py
+            registry.step(self)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,44 @@
+"""The fuzz driver's target groups added by issue #17, one entry each.
+
+`tests/kernel_fuzz/driver.py` runs the original targets (scan, place, encode, hashes, index put,
+encode put) itself and hands the remaining share of its steps to one of the groups below, picked
+uniformly. Each group is a function of the fuzzer; it runs one input through the C kernel and, where
+the target compares, through the Python twin, counts itself in `fuzzer.executions` (and
+`fuzzer.compared`), and raises `Disagreement` when the two differ.
+
+A new native path adds its target module beside the others and one line here; the driver needs no
+change.
+"""
+from __future__ import annotations
+
+from tests.kernel_fuzz import (
+    crc_target, decode_target, lookup_targets, pull_target, put_batch_target, query_target)
+from tests.kernel_fuzz.edges import Disagreement, outcome
+
+
+def _lookup(fuzzer) -> None:
+    name = fuzzer.rng.choice(["index_select", "cq_search_nearest", "read_message", "query_keys"])
+    target = query_target if name == "query_keys" else lookup_targets
+    compared = getattr(target, name)(fuzzer)
+    fuzzer.executions[name] += 1
+    fuzzer.compared[name] += compared
+
+
+def _put_batch(fuzzer) -> None:
+    name = fuzzer.rng.choice(["encode_batch", "place_batch"])
+    getattr(put_batch_target, name)(fuzzer, outcome, Disagreement)
+
+
+GROUPS = {
+    "lookup": _lookup,                                           # lookup_targets.py, query_target.py
+    "decode": lambda fuzzer: decode_target.decode_records(fuzzer, outcome, Disagreement),
+    "pull": lambda fuzzer: pull_target.pull_unfiltered(fuzzer, outcome, Disagreement),
+    "crc": lambda fuzzer: crc_target.crc32(fuzzer, Disagreement),
+    "put_batch": _put_batch,
+}
+"""Group name -> step function. decode_columns and walk_headers ride on the driver's scan target."""
+
+
+def step(fuzzer) -> None:
+    """Run one input through one group, picked uniformly."""
+    GROUPS[fuzzer.rng.choice(tuple(GROUPS))](fuzzer)
