@@ -18,6 +18,7 @@ import pytest
 from store import Message, MessageStore
 from store.check import columns as columns_module
 from store.check import commitlog as commitlog_module
+from store.check import log_view
 from store.check import consumequeue as consumequeue_module
 from store.check import fast_index, fast_units, index_runs
 from store.check import index as index_module
@@ -194,7 +195,7 @@ def test_segment_starts_match_a_full_walk(tmp_path, monkeypatch):
         handle.seek(200_000)
         handle.write(b"\x7f" * 9)               # the walk stops in the middle of the segment
     for cap in (None, 700):
-        view = commitlog_module.CommitLogView([log_dir], config.mapped_file_size_commit_log)
+        view = log_view.CommitLogView([log_dir], config.mapped_file_size_commit_log)
         try:
             scan = commitlog_module.walk_commit_log(view, Sink(1000), max_records=cap,
                                                     unclean=False)

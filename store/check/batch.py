@@ -15,7 +15,8 @@ import os
 
 import numpy as np
 
-from store.check.commitlog import CommitLogView, LogScan
+from store.check.commitlog import LogScan
+from store.check.log_view import CommitLogView
 from store.check.findings import Sink
 from store.codec import record_check
 from store.codec.batch_cq_unit import BATCH_CQ_UNIT_DTYPE, BATCH_CQ_UNIT_SIZE, valid_prefix_units

@@ -12,7 +12,8 @@ import os
 
 import numpy as np
 
-from store.check.commitlog import CommitLogView, LogScan, _data_regions
+from store.check.commitlog import LogScan
+from store.check.log_view import CommitLogView, data_regions
 from store.check.fast_units import EXT_ADDRESS_MAX, clean_units, run_clean
 from store.check.findings import Sink
 from store.codec import record_check
@@ -438,7 +439,7 @@ def _map(path: str):
 def _data_units(path: str, units: int) -> int:
     """How many leading units of the CQ file may hold data: after the last data region of a
     sparse file there are only holes (zeros), which need no reading."""
-    regions = _data_regions(path, 0, units * CQ_UNIT_SIZE)
+    regions = data_regions(path, 0, units * CQ_UNIT_SIZE)
     if not regions:
         return 0
     return min(units, -(-regions[-1][1] // CQ_UNIT_SIZE))

@@ -28,7 +28,8 @@ from array import array
 
 import numpy as np
 
-from store.check.commitlog import LogScan, body_crc_matches, is_all_zero
+from store.check.commitlog import LogScan
+from store.check.log_view import body_crc_matches, is_all_zero
 from store.check.segments import check_segment_files
 from store.check.findings import Sink
 from store.codec import record_check

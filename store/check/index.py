@@ -13,7 +13,8 @@ import os
 
 import numpy as np
 
-from store.check.commitlog import CommitLogView, LogScan
+from store.check.commitlog import LogScan
+from store.check.log_view import CommitLogView
 from store.check import fast_index
 from store.check.findings import Sink, utc_text
 from store.codec import record_check

@@ -29,7 +29,8 @@ import os
 import struct
 
 from store.check.batch import check_batch_queues
-from store.check.commitlog import CommitLogView, LogScan, walk_commit_log
+from store.check.commitlog import LogScan, walk_commit_log
+from store.check.log_view import CommitLogView
 from store.check.consumequeue import (check_api_queues, check_dispatch_coverage, check_file_queues,
                                      lmq_queue_spans)
 from store.check.dledger import check_dledger

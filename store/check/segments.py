@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from store.check.commitlog import CommitLogView
+from store.check.log_view import CommitLogView
 from store.check.findings import Sink
 
 

@@ -100,7 +100,7 @@ def dump_dledger_records(layout: DLedgerLayout, *, start_phy_offset: int = 0, li
 
 def iter_dledger_records(layout: DLedgerLayout, *, check_crc: bool = False):
     """Yield (phy_offset, CheckResult) of the record inside every entry, in log order, up to
-    where `DLedgerMmapFileStore.recover` ends the log (`store.check.commitlog.iter_records`' contract
+    where `DLedgerMmapFileStore.recover` ends the log (`store.check.log_view.iter_records`' contract
     for a DLedger log: tools that re-read every record, such as the index rebuild)."""
     files = _map_files(layout.data_dir)
     try:

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from store.check.commitlog import CommitLogView
+from store.check.log_view import CommitLogView
 from store.codec.batch_cq_unit import BATCH_CQ_UNIT_DTYPE, BATCH_CQ_UNIT_SIZE
 from store.dledger.layout import log_dirs
 from store.errors import StoreError

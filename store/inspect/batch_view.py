@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from store.check.batch import check_batch_queues
-from store.check.commitlog import CommitLogView, LogScan
+from store.check.commitlog import LogScan
+from store.check.log_view import CommitLogView
 from store.check.findings import Finding, Sink, utc_text
 from store.codec import record_check
 from store.codec.batch_cq_unit import BATCH_CQ_UNIT_DTYPE, BATCH_CQ_UNIT_SIZE, search_msg_offset

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from store.check.commitlog import CommitLogView, body_crc_matches, iter_records
+from store.check.log_view import CommitLogView, body_crc_matches, iter_records
 from store.codec import prop_crc, record_check
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from store.codec.index_codec import ENTRY_STRUCT, decode_header, entry_position, index_file_size

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from store.check.commitlog import CommitLogView, iter_records
+from store.check.log_view import CommitLogView, iter_records
 from store.codec import record_check
 from store.dledger.dump import iter_dledger_records
 from store.dledger.layout import find_dledger

@@ -30,7 +30,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from store.check.commitlog import body_crc_matches
+from store.check.log_view import body_crc_matches
 from store.check.findings import Finding
 from store.codec import record_check
 from store.codec.message import BLANK_MAGIC, field_layout
