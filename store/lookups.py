@@ -115,20 +115,30 @@ class LookupsMixin:
         §10.5). Up to 3 index rounds; hash collisions are filtered out by checking the real keys."""
         if self.closed:
             raise StoreClosedError("the store is closed")
-        max_num = max(1, min(max_num, self.config.max_msgs_num_batch))
+        cap = self.config.max_msgs_num_batch      # max(1, min(max_num, cap)), without two calls
+        if cap < max_num:
+            max_num = cap
+        if not max_num > 1:
+            max_num = 1
         index = self.index_service
+        cap = index.max_msgs_num_batch
         # The rounds, the index walks, the reads and the check of the keys in one call
         # (store.kernel.query), under the index service's lock as its queryOffset.
         with index.lock:
-            args = (index.live_files, topic, key, min(max_num, index.max_msgs_num_batch), begin_ms,
+            args = (index.live_files, topic, key, cap if cap < max_num else max_num, begin_ms,
                     end_ms, self.commit_log.mapped_files, _DECODERS)
             answer = query_keys_fast(*args)
             if answer is NotImplemented:           # the C asks its twin
                 answer = query_keys_py(*args)
         # Hash collisions are dropped (a Java client checks the keys); like the broker, a message
-        # indexed twice (re-dispatch after a crash) is returned twice.
+        # indexed twice (re-dispatch after a crash) is returned twice. The result is
+        # query_result(...), inlined (a key query's hottest Python).
         messages, hits, last_ts, last_phy = answer
-        return query_result(messages, last_ts, last_phy, hits >= max_num, hits - len(messages))
+        result = _new_object(QueryMessageResult)
+        result.__dict__.update(messages=messages, index_last_update_timestamp=last_ts,
+                               index_last_update_phy_offset=last_phy, truncated=hits >= max_num,
+                               collisions_filtered=hits - len(messages))
+        return result
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         batch = self._batch_queue(topic, queue_id)      # [5.x] batch topics: message offsets
@@ -166,12 +176,20 @@ class LookupsMixin:
         boundary = boundary or ("lower" if self.style == "5.x" else "nearest")
         if boundary not in BOUNDARIES:
             raise ValueError(f"boundary must be one of {BOUNDARIES}, not {boundary!r}")
-        batch = self._batch_queue(topic, queue_id)
-        if batch is not False:       # [5.x] a batch topic: store times of its units, message offsets
-            check_batch_boundary(boundary)
-            return 0 if batch is None else batch.offset_by_time(timestamp_ms, boundary)
+        if self._parts.batch_queues is not None:       # else no batch topic (_batch_queue)
+            batch = self._batch_queue(topic, queue_id)
+            if batch is not False:   # [5.x] a batch topic: store times of its units, message offsets
+                check_batch_boundary(boundary)
+                return 0 if batch is None else batch.offset_by_time(timestamp_ms, boundary)
+        # _store_time_reader(), inlined (this is the hot path of a time lookup)
+        cached = self.__dict__.get("_time_reader")
+        if cached is None or cached[0] is not self.commit_log.mapped_files.files:
+            cached = self._new_time_reader()
+        memo = cached[2]
+        if memo is not None and len(memo) >= STORE_TIME_MEMO_MAX:
+            memo.clear()
         return self.consume_queues.get_offset_in_queue_by_time(
-            topic, queue_id, timestamp_ms, boundary, self._store_time_reader())
+            topic, queue_id, timestamp_ms, boundary, cached[1])
 
     def _store_time_of(self, phy_offset: int, size: int) -> int:
         """Store time of the record at `phy_offset`, -1 below the commit log or when unreadable."""
@@ -183,15 +201,20 @@ class LookupsMixin:
         A reader depends on nothing but that list (a new list object on every change: segments are
         added and dropped copy-on-write), so one made for the same list answers the same.
         """
-        files = self.commit_log.mapped_files.files
         cached = self.__dict__.get("_time_reader")
-        if cached is None or cached[0] is not files:
-            cached = self.__dict__["_time_reader"] = (files, self._make_store_time_reader())
-        reader = cached[1]
-        memo = getattr(reader, "memo", None)
+        if cached is None or cached[0] is not self.commit_log.mapped_files.files:
+            cached = self._new_time_reader()
+        memo = cached[2]
         if memo is not None and len(memo) >= STORE_TIME_MEMO_MAX:
             memo.clear()
-        return reader
+        return cached[1]
+
+    def _new_time_reader(self) -> tuple:
+        """(segment list, `_make_store_time_reader()` for it, its memo or None), remembered."""
+        files = self.commit_log.mapped_files.files
+        reader = self._make_store_time_reader()
+        cached = self.__dict__["_time_reader"] = (files, reader, getattr(reader, "memo", None))
+        return cached
 
     def _make_store_time_reader(self):
         """A `_store_time_of` for lookups, which call it ~log2(n) times each.

@@ -416,3 +416,18 @@ def test_golden_rebuild_in_batches(fixture, tmp_path):
     assert [f.read_bytes() for f in one.files] == [f.read_bytes() for f in many.files]
     one.close()
     many.close()
+
+
+def test_lock_and_live_files_are_the_service_own_objects(tmp_path):
+    # Properties over attrgetter (a key query reads both): the lock, the current list (not a copy),
+    # neither assignable.
+    index_service = service(str(tmp_path / "index"))
+    assert index_service.lock is index_service._lock
+    assert index_service.live_files is index_service._files
+    index_service.build_index([request(100, 1_700_000_000_000, keys="a")])
+    assert index_service.live_files is index_service._files and len(index_service.live_files) == 1
+    for name in ("lock", "live_files"):
+        with pytest.raises(AttributeError):
+            setattr(index_service, name, None)
+    index_service.close()
+    assert index_service.live_files == []

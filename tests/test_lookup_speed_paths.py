@@ -224,7 +224,7 @@ def test_query_message_matches_the_plain_implementation(tmp_path):
         windows = [(0, FOREVER_MS), (first + 500, first + 900), (first + 2000, FOREVER_MS)]
         keys = ["Aa", "BB", "k0", "k5", "k299", "k300", "", "nope"]
         for key in keys:
-            for max_num in (1, 5, 32, 1000):
+            for max_num in (-3, 0, 1, 5, 32, 1000):
                 for begin_ms, end_ms in windows:
                     got = store.query_message("T", key, max_num, begin_ms, end_ms)
                     want = _query_message_plain(store, "T", key, max_num, begin_ms, end_ms)
@@ -282,3 +282,41 @@ def test_the_store_time_reader_is_made_again_when_the_segments_change(tmp_path):
         newest = store.get_max_offset_in_queue("T", 0) - 1
         newest_ms = store.get_message_store_timestamp("T", 0, newest)
         assert store.get_offset_in_queue_by_time("T", 0, newest_ms + 10**6) == newest
+
+
+def test_the_nearest_shortcut_answers_as_the_general_time_search(tmp_path, monkeypatch):
+    # FileConsumeQueueStore sends "nearest" straight to its search, and that search calls the C
+    # directly (the twin when the C says NotImplemented); both give the general path's answers.
+    from store.consumequeue.file import time_search as file_time_search
+    with _filled_store(tmp_path, count=400) as store:
+        first = store.get_earliest_message_time()
+        stamps = [first - 5, first, first + 7 * 400 + 5] + list(range(first, first + 7 * 400, 13))
+        reader = store._store_time_reader()
+        queues = store.consume_queues
+        general = [file_time_search.offset_by_time(queues._queues[("T", q)], t, "nearest", reader)
+                   for q in range(3) for t in stamps]
+        shortcut = [store.get_offset_in_queue_by_time("T", q, t) for q in range(3) for t in stamps]
+        assert shortcut == general
+        assert [store.get_offset_in_queue_by_time("T", q, t, "nearest")
+                for q in range(3) for t in stamps] == general
+        assert store.get_offset_in_queue_by_time("T", 9, first) == 0      # no such queue
+        with pytest.raises(ValueError, match="boundary must be one of"):
+            store.get_offset_in_queue_by_time("T", 0, first, "nearer")
+        monkeypatch.setattr(file_time_search, "cq_search_nearest_fast",
+                            lambda *args: NotImplemented)
+        assert [store.get_offset_in_queue_by_time("T", q, t)
+                for q in range(3) for t in stamps] == general
+
+
+def test_a_full_store_time_memo_is_cleared_by_the_next_time_lookup(tmp_path, monkeypatch):
+    monkeypatch.setattr("store.lookups.KERNEL_COMPILED", False)    # the Python search fills it
+    monkeypatch.setattr("store.lookups.STORE_TIME_MEMO_MAX", 4)
+    with _filled_store(tmp_path, count=200) as store:
+        first = store.get_earliest_message_time()
+        store.get_offset_in_queue_by_time("T", 0, first + 500)
+        memo = store.__dict__["_store_times"]
+        assert len(memo) >= 4
+        queue_0_probes = set(memo)        # queue 1's units are other records: no overlap
+        store.get_offset_in_queue_by_time("T", 1, first + 900)
+        assert store.__dict__["_store_times"] is memo and memo
+        assert not queue_0_probes & set(memo)

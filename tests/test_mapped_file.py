@@ -127,3 +127,14 @@ def test_flush_moves_one_file_at_a_time(tmp_path):
     assert queue.flush() and queue.flushed_where == SIZE + 10
     assert not queue.flush()
     queue.close()
+
+
+def test_buffer_is_the_map_and_read_only(tmp_path):
+    # `buffer` is a property over attrgetter (no Python frame for the lookups' C): same object,
+    # still not assignable.
+    mapped = MappedFile(str(tmp_path / offset_to_file_name(0)), SIZE, create=True)
+    mapped.append(b"abc")
+    assert mapped.buffer is mapped._map and mapped.buffer[:3] == b"abc"
+    with pytest.raises(AttributeError):
+        mapped.buffer = b""
+    mapped.close()

@@ -15,6 +15,7 @@ in `store.index.index_file` / `store.codec.index_codec`.
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 import time
@@ -307,15 +308,14 @@ class IndexService:
 
     # -- queries -----------------------------------------------------------------------------------
 
-    @property
-    def lock(self) -> threading.RLock:
-        """The lock that guards the file list (held by a whole key query, see `live_files`)."""
-        return self._lock
-
-    @property
-    def live_files(self) -> list[IndexFile]:
-        """The file list itself, oldest first (not a copy: read it only while holding `lock`)."""
-        return self._files
+    # Properties over attrgetter rather than defs: a key query reads both, and a Python getter is
+    # a frame each (store.lookups.query_message).
+    lock = property(operator.attrgetter("_lock"),
+                    doc="The lock that guards the file list (held by a whole key query, see "
+                        "`live_files`).")
+    live_files = property(operator.attrgetter("_files"),
+                          doc="The file list itself, oldest first (not a copy: read it only while "
+                              "holding `lock`).")
 
     def query_offsets(self, topic: str, key: str, max_num: int, begin_ms: int,
                       end_ms: int) -> IndexQueryResult:

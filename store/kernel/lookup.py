@@ -163,6 +163,7 @@ else:
 # answers NotImplemented), else the twin (which never does). One Python frame less than the above.
 index_select_fast = _native_index_select or index_select_py
 read_message_fast = _native_read_message or read_message_py
+cq_search_nearest_fast = _native_cq_search_nearest or cq_search_nearest_py
 
 COMPILED = (_native_index_select is not None and _native_cq_search_nearest is not None
             and _native_read_message is not None)

@@ -20,6 +20,7 @@ import numpy as np
 from store.codec.cq_unit import CqUnit
 from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_boundary
 from store.consumequeue.file.consume_queue import FileConsumeQueue
+from store.consumequeue.file.time_search import nearest_offset_by_time
 from store.errors import ReadOnlyStoreError
 from store.mappedfile.mapped_file import fsync_directory
 from store.mappedfile.mapped_file import OS_PAGE_SIZE
@@ -267,6 +268,12 @@ class FileConsumeQueueStore:
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int,
                                     boundary: str, store_time_of: StoreTimeOf) -> int:
+        if boundary == "nearest":     # the 4.9 default, straight to its search (two frames less)
+            queue = self._queues.get((topic, queue_id))
+            if queue is None:
+                return 0
+            with self._lock:
+                return nearest_offset_by_time(queue, timestamp_ms, store_time_of)
         check_boundary(boundary)
         queue = self._queues.get((topic, queue_id))
         if queue is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from store.codec.cq_unit import CQ_UNIT_SIZE, UNIT_STRUCT
 from store.consumequeue.base import StoreTimeOf, check_boundary
-from store.kernel.lookup import cq_search_nearest
+from store.kernel.lookup import cq_search_nearest_fast, cq_search_nearest_py
 from store.consumequeue.time_search import (
     LOWER,
     NEAREST,
@@ -26,12 +26,13 @@ from store.consumequeue.time_search import (
 def offset_by_time(queue, timestamp_ms: int, boundary: str, store_time_of: StoreTimeOf) -> int:
     check_boundary(boundary)
     if boundary == NEAREST:
-        return _nearest(queue, timestamp_ms, store_time_of)
+        return nearest_offset_by_time(queue, timestamp_ms, store_time_of)
     result = _boundary(queue, timestamp_ms, boundary, store_time_of)
     return min(max(result, queue.min_offset()), queue.max_offset())
 
 
-def _nearest(queue, timestamp_ms: int, store_time_of: StoreTimeOf) -> int:
+def nearest_offset_by_time(queue, timestamp_ms: int, store_time_of: StoreTimeOf) -> int:
+    """`offset_by_time(queue, timestamp_ms, "nearest", store_time_of)` (4.9.7)."""
     files = queue.mapped_files.files
     if not files:
         return 0
@@ -49,9 +50,12 @@ def _nearest(queue, timestamp_ms: int, store_time_of: StoreTimeOf) -> int:
     # (300,000 units by default) per lookup would dominate its cost.
     segments = getattr(store_time_of, "segments", None)
     if segments is not None:     # search_nearest_units' compiled case, called directly
-        index = cq_search_nearest(mapped.buffer, low_bytes // CQ_UNIT_SIZE if low_bytes > 0 else 0,
-                                  read_position // CQ_UNIT_SIZE - 1, timestamp_ms,
-                                  queue.commit_log_min_offset, *segments, store_time_of)
+        args = (mapped.buffer, low_bytes // CQ_UNIT_SIZE if low_bytes > 0 else 0,
+                read_position // CQ_UNIT_SIZE - 1, timestamp_ms, queue.commit_log_min_offset,
+                *segments, store_time_of)
+        index = cq_search_nearest_fast(*args)
+        if index is NotImplemented:          # the C asks its twin
+            index = cq_search_nearest_py(*args)
     else:
         index = search_nearest_units(mapped.buffer, store_time_of,
                                      low_bytes // CQ_UNIT_SIZE if low_bytes > 0 else 0,

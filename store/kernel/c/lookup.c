@@ -49,9 +49,25 @@ static int int_arg(PyObject *obj, long long *out, int small)
     return 0;
 }
 
-static int64_t attr_int64(PyObject *obj, const char *name, int *ok)
+/* The segment attribute names, interned once (PyObject_GetAttrString made a new str per lookup,
+ * four per segment a search loads). */
+static PyObject *n_destroyed, *n_from, *n_read_position, *n_buffer;
+
+static int intern_segment_names(void)
 {
-    PyObject *value = PyObject_GetAttrString(obj, name);
+    if (n_buffer != NULL)
+        return 0;
+    if ((n_destroyed = PyUnicode_InternFromString("destroyed")) == NULL
+            || (n_from = PyUnicode_InternFromString("file_from_offset")) == NULL
+            || (n_read_position = PyUnicode_InternFromString("read_position")) == NULL
+            || (n_buffer = PyUnicode_InternFromString("buffer")) == NULL)
+        return -1;
+    return 0;
+}
+
+static int64_t attr_int64(PyObject *obj, PyObject *name, int *ok)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
     if (value == NULL) {
         *ok = -1;
         return 0;
@@ -72,7 +88,7 @@ static int segment_load(segment *s, PyObject *files, Py_ssize_t index)
     segment_release(s);
     s->index = index;
     PyObject *mapped = PyList_GET_ITEM(files, index);
-    PyObject *destroyed = PyObject_GetAttrString(mapped, "destroyed");
+    PyObject *destroyed = PyObject_GetAttr(mapped, n_destroyed);
     if (destroyed == NULL)
         return -1;
     int is_destroyed = PyObject_IsTrue(destroyed);
@@ -82,14 +98,14 @@ static int segment_load(segment *s, PyObject *files, Py_ssize_t index)
     if (is_destroyed)
         return 0;
     int ok = 1;
-    s->from = attr_int64(mapped, "file_from_offset", &ok);
+    s->from = attr_int64(mapped, n_from, &ok);
     if (ok > 0)
-        s->limit = attr_int64(mapped, "read_position", &ok);
+        s->limit = attr_int64(mapped, n_read_position, &ok);
     if (ok < 0)
         return -1;
     if (ok == 0)
         return 0;
-    PyObject *buffer = PyObject_GetAttrString(mapped, "buffer");
+    PyObject *buffer = PyObject_GetAttr(mapped, n_buffer);
     if (buffer == NULL)
         return -1;
     if (PyObject_GetBuffer(buffer, &s->view, PyBUF_SIMPLE) < 0) {
@@ -185,6 +201,8 @@ PyObject *rmq_cq_search_nearest(PyObject *self, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_TypeError, "cq_search_nearest takes 10 arguments");
         return NULL;
     }
+    if (intern_segment_names() < 0)
+        return NULL;
     long long v[7];
     for (int k = 0; k < 7; k++) {
         /* timestamp_ms and min_phy_offset are only compared (distances in 128 bits) */
