@@ -1,7 +1,7 @@
 """The pull's short steps give the answers of the steps they replace: the queue store's
 `pull_window` skips the LRU touch only for the queue already at the LRU's end
 (`FileConsumeQueue.pull_window_untouched`), and `MappedFileQueue.end_and_file` is
-(`max_offset()`, `find_file()`)."""
+(`max_offset()`, `find_file()`, its `read_position`)."""
 
 from __future__ import annotations
 
@@ -85,4 +85,6 @@ def test_end_and_file_is_max_offset_and_find_file(tmp_path):
             assert len(files.files) >= 2 or files is queues[1]
             for offset in sorted({-1, 0, 1, size - 1, size, size + 7, end - 1, end, end + 1,
                                   2 * size, 10 * size}):
-                assert files.end_and_file(offset) == (end, files.find_file(offset)), offset
+                found = files.find_file(offset)
+                assert files.end_and_file(offset) == \
+                    (end, found, 0 if found is None else found.read_position), offset

@@ -181,20 +181,23 @@ class MappedFileQueue:
                 return mapped.file_from_offset + mapped.read_position
         return files[0].file_from_offset if files else 0
 
-    def end_and_file(self, offset: int) -> tuple[int, MappedFile | None]:
-        """(`max_offset()`, `find_file(offset)`) in one call (a pull asks both each time)."""
+    def end_and_file(self, offset: int) -> tuple[int, MappedFile | None, int]:
+        """(`max_offset()`, `find_file(offset)`, that file's `read_position` (0 if None)) in one
+        call: a pull asks all three each time."""
         files = self.files
         if not files:
-            return 0, None
+            return 0, None, 0
         last = files[-1]
         position = last.read_position
         end = last.file_from_offset + position if position > 0 else self.max_offset()
         index = (offset - files[0].file_from_offset) // self.file_size_bytes
         if 0 <= index < len(files):
             candidate = files[index]
-            if candidate.file_from_offset <= offset < candidate.file_end_offset:
-                return end, candidate
-        return end, self.find_file(offset)
+            start = candidate.file_from_offset
+            if start <= offset < start + candidate.file_size_bytes:   # file_end_offset
+                return end, candidate, position if candidate is last else candidate.read_position
+        found = self.find_file(offset)
+        return end, found, 0 if found is None else found.read_position
 
     def max_wrote_offset(self) -> int:
         last = self.last_file()

@@ -228,10 +228,13 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
 
     def pull_window_untouched(self, queue_offset: int, max_units: int
                               ) -> tuple[int, int, bytes | None, int]:
-        """`pull_window` of a mapped queue that is already the most recently used one (the store
-        checks): the same answer in fewer steps, with no LRU touch (it would change nothing)."""
+        """`pull_window` of the queue the store touched last (the store checks): the same answer in
+        fewer steps, with no LRU touch while it is mapped (the touch would change nothing)."""
+        files = self._mapped_files
+        if files is None:    # unmapped since: the full path maps it again (and touches)
+            return self.pull_window(queue_offset, max_units)
         cq_offset = queue_offset * CQ_UNIT_SIZE
-        end, mapped = self._mapped_files.end_and_file(cq_offset)
+        end, mapped, read_position = files.end_and_file(cq_offset)
         min_logic_offset = self.min_logic_offset
         min_offset = min_logic_offset // CQ_UNIT_SIZE
         max_offset = end // CQ_UNIT_SIZE
@@ -240,12 +243,13 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
         if queue_offset < 0 or cq_offset < min_logic_offset or mapped is None:
             return min_offset, max_offset, None, self.trusted_from
         position = cq_offset - mapped.file_from_offset
-        readable_units = (mapped.read_position - position) // CQ_UNIT_SIZE
+        readable_units = (read_position - position) // CQ_UNIT_SIZE
         if readable_units <= 0:
             return min_offset, max_offset, None, self.trusted_from
         count = max(0, min(readable_units, max_units, max_offset - queue_offset))
-        return min_offset, max_offset, mapped.read(position, count * CQ_UNIT_SIZE), \
-            self.trusted_from
+        # `mapped.read` without its bounds check: [position, + count units) is readable here
+        data = None if mapped.destroyed else mapped.buffer[position:position + count * CQ_UNIT_SIZE]
+        return min_offset, max_offset, data, self.trusted_from
 
     def unit_bytes(self, queue_offset: int, max_units: int) -> bytes | None:
         """A copy of the units `get_units` returns (copied: the file may be unmapped later)."""

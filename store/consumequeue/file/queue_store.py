@@ -267,7 +267,7 @@ class FileConsumeQueueStore:
         if queue is None:
             return None
         with self._lock:
-            if queue is self._most_recent and queue.is_mapped:
+            if queue is self._most_recent:
                 return queue.pull_window_untouched(queue_offset, max_units)
             return queue.pull_window(queue_offset, max_units)
 
