@@ -246,7 +246,15 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
         readable_units = (read_position - position) // CQ_UNIT_SIZE
         if readable_units <= 0:
             return min_offset, max_offset, None, self.trusted_from
-        count = max(0, min(readable_units, max_units, max_offset - queue_offset))
+        # min(readable_units, max_units, max_offset - queue_offset), at least 0, without
+        # min/max (each parses keyword arguments: a tenth of this function's time)
+        count = max_offset - queue_offset
+        if max_units < count:
+            count = max_units
+        if readable_units < count:
+            count = readable_units
+        if count < 0:
+            count = 0
         # `mapped.read` without its bounds check: [position, + count units) is readable here
         data = None if mapped.destroyed else mapped.buffer[position:position + count * CQ_UNIT_SIZE]
         return min_offset, max_offset, data, self.trusted_from
