@@ -1,7 +1,7 @@
 """The pull's short steps give the answers of the steps they replace: the queue store's
 `pull_window` skips the LRU touch only for the queue already at the LRU's end
 (`FileConsumeQueue.pull_window_untouched`), and `MappedFileQueue.end_and_file` is
-(`max_offset()`, `find_file()`, its `read_position`)."""
+(`max_offset()`, `find_file()`, its `read_position` and `buffer`)."""
 
 from __future__ import annotations
 
@@ -71,12 +71,19 @@ def test_pull_window_of_a_hibernated_most_recent_queue(tmp_path):
     cq_store.close()
 
 
-def test_end_and_file_is_max_offset_and_find_file(tmp_path):
-    config = small_config(tmp_path / "store")
-    with MessageStore.open(config) as store:
+@pytest.mark.parametrize("pool", [False, True])
+def test_end_and_file_is_max_offset_and_find_file(tmp_path, pool):
+    """With the transient store pool, the last segment's readable end is its committed position."""
+    config = small_config(tmp_path / "store", transient_store_pool_enable=pool)
+    with MessageStore.open(config, start_services=False) as store:
         for seq in range(150):   # ~3 commit-log segments of 64 KiB
             assert store.put_message(Message("T", os.urandom(1000), queue_id=seq % 2)).ok
-        store.dispatch_pending()
+            if seq == 140:   # the last records stay in the write buffer (pool), uncommitted
+                store.commit_log.mapped_files.commit(0)
+                store.dispatch_pending()
+        if pool:
+            last = store.commit_log.mapped_files.files[-1]
+            assert last.write_buffer is not None and last.read_position < last.wrote_position
         queues = [store.commit_log.mapped_files,
                   store.consume_queues.queue("T", 0).mapped_files]
         for files in queues:
@@ -86,5 +93,6 @@ def test_end_and_file_is_max_offset_and_find_file(tmp_path):
             for offset in sorted({-1, 0, 1, size - 1, size, size + 7, end - 1, end, end + 1,
                                   2 * size, 10 * size}):
                 found = files.find_file(offset)
-                assert files.end_and_file(offset) == \
-                    (end, found, 0 if found is None else found.read_position), offset
+                expected = (end, None, 0, None) if found is None else \
+                    (end, found, found.read_position, found.buffer)
+                assert files.end_and_file(offset) == expected, offset

@@ -41,7 +41,7 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
         return None
     data = window[2]
     # The commit log's end and the first record's segment in one call (as `_pull_native`).
-    commit_log_max, mapped, read_position = commit_log.mapped_files.end_and_file(
+    commit_log_max, mapped, read_position, buffer = commit_log.mapped_files.end_and_file(
         _FIRST_PHY.unpack_from(data)[0])
     if mapped is None or mapped.destroyed:
         return None
@@ -55,7 +55,7 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
         data, max_msg_nums, limits.max_transfer_bytes_in_memory,
         limits.max_transfer_count_in_memory, limits.max_transfer_bytes_in_disk,
         limits.max_transfer_count_in_disk, None, commit_log_max, in_memory_bytes,
-        mapped.buffer, mapped.file_from_offset, read_position, form,
+        buffer, mapped.file_from_offset, read_position, form,
         None if trusted else queue_id, queue_offset, topic_bytes, _DECODERS)
     if got is None:
         return None

@@ -234,7 +234,7 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
         if files is None:    # unmapped since: the full path maps it again (and touches)
             return self.pull_window(queue_offset, max_units)
         cq_offset = queue_offset * CQ_UNIT_SIZE
-        end, mapped, read_position = files.end_and_file(cq_offset)
+        end, mapped, read_position, buffer = files.end_and_file(cq_offset)
         min_logic_offset = self.min_logic_offset
         min_offset = min_logic_offset // CQ_UNIT_SIZE
         max_offset = end // CQ_UNIT_SIZE
@@ -256,7 +256,7 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
         if count < 0:
             count = 0
         # `mapped.read` without its bounds check: [position, + count units) is readable here
-        data = None if mapped.destroyed else mapped.buffer[position:position + count * CQ_UNIT_SIZE]
+        data = None if mapped.destroyed else buffer[position:position + count * CQ_UNIT_SIZE]
         return min_offset, max_offset, data, self.trusted_from
 
     def unit_bytes(self, queue_offset: int, max_units: int) -> bytes | None:
