@@ -112,6 +112,7 @@ def test_a_record_of_another_topic_with_the_same_queue_and_offset_is_not_served(
 
 def test_only_units_from_disk_are_checked(crafted):
     """Units this process's dispatch wrote are trusted (no record read); those loaded are not."""
+    import store.commitlog.read_fast as read_fast
     import store.commitlog.read_path as read_path
 
     with MessageStore.open(crafted) as store:
@@ -130,7 +131,7 @@ def test_only_units_from_disk_are_checked(crafted):
                 if args[13] is not None:
                     calls.append(args[14])
                 return real_native(*args)
-            read_path.pull_unfiltered = native
+            read_path.pull_unfiltered = read_fast.pull_unfiltered = native
         try:
             assert [m.body for m in store.get_message("g", "A", 0, 8, 4).messages] == [b"A0:8"]
             assert calls == []
@@ -139,3 +140,4 @@ def test_only_units_from_disk_are_checked(crafted):
             assert calls == [7]
         finally:
             read_path._carries, read_path.pull_unfiltered = real, real_native
+            read_fast.pull_unfiltered = real_native

@@ -30,7 +30,6 @@ unit-by-unit loop reads the window again checking each record in full (`_wrong_r
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,11 +37,11 @@ import numpy as np
 from store.api import GetMessageResult, GetMessageStatus
 from store.codec.cq_unit import CQ_UNIT_DTYPE
 from store.codec.javahash import java_string_hash
-from store.codec import msgid
-from store.codec.message import MessageRecord, decode_message, decode_messages
-from store.codec.properties import decode_properties
+from store.codec.message import decode_messages
 from store.commitlog.record_match import _carries, _wrong_record
 from store.kernel.pull import pull_unfiltered
+# pull_unfiltered_fast: re-exported for the facade
+from store.commitlog.read_fast import SMALL_WINDOW_UNITS, _pull_native, pull_unfiltered_fast  # noqa: F401
 from store.commitlog.read_plan import (
     TransferLimits, _is_batch_full, _plan_scan, _plan_unfiltered, _plan_window, _unit_struct,
 )
@@ -50,11 +49,7 @@ from store.commitlog.read_plan import (
 CQ_UNIT_SIZE = 20
 FILTER_WINDOW_BYTES_MIN = 16000
 PROBE_FACTOR = 4            # a filtered pull first reads 4 x max_msg_nums + 1 units
-SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
 _FILTERS: dict = {}   # expression -> TagFilter (parsed once; instances are immutable)
-_FIRST_PHY = struct.Struct(">q")   # the first unit's commit log offset
-_TOPIC_BYTES: dict = {}   # topic -> its UTF-8 (the C check compares bytes)
-_DECODERS = (MessageRecord, decode_message, decode_properties, msgid.host_to_string)
 
 
 def total_physical_memory_bytes() -> int:
@@ -200,60 +195,6 @@ def get_message(commit_log, consume_queues, topic: str, queue_id: int, queue_off
     return _pull_planned(commit_log, data, count, topic, queue_id, queue_offset, max_msg_nums,
                          tag_filter, limits, max_total_msg_size, min_offset, max_offset, decode,
                          commit_log_max, in_memory_bytes, trusted, more)
-
-
-def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, queue_offset: int,
-                         max_msg_nums: int, decode: bool | str,
-                         limits: TransferLimits) -> GetMessageResult | None:
-    """`get_message`'s commonest pull in the fewest steps: no tag filter, no byte cap, a file
-    consume queue, a window of at most 64 units found inside [min, max), planned, sliced and
-    checked by the C (`_pull_native`). None whenever that is not the case: then `get_message`
-    decides (from the start, so every status and refusal is its own)."""
-    if not 0 < max_msg_nums < SMALL_WINDOW_UNITS or pull_unfiltered is None:
-        return None
-    pull_window = getattr(consume_queues, "pull_window", None)
-    # The window get_message reads without a filter: max_msg_nums + 1 units.
-    window = pull_window(topic, queue_id, queue_offset, max_msg_nums + 1) \
-        if pull_window is not None else None
-    if window is None or window[2] is None or not window[0] <= queue_offset < window[1]:
-        return None
-    in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
-    return _pull_native(commit_log, window[2], max_msg_nums, limits, None, commit_log.max_offset(),
-                        in_memory_bytes, decode, len(window) > 3 and queue_offset >= window[3],
-                        topic, queue_id, queue_offset, window[0], window[1])
-
-
-def _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size, commit_log_max,
-                 in_memory_bytes, decode, trusted, topic, queue_id, queue_offset, min_offset,
-                 max_offset) -> GetMessageResult | None:
-    """The tuple shortcut below in one C call (`store.kernel.pull`): None whenever the C is not
-    sure to give its answer (then the Python path decides, as if this had not run)."""
-    # The Python path's own tests of `decode` (a dict lookup would take 1 for True, 0 for False).
-    form = 2 if decode is True else 1 if decode == "view" else 0
-    mapped = commit_log.mapped_files.find_file(_FIRST_PHY.unpack_from(data)[0])
-    if mapped is None or mapped.destroyed:
-        return None
-    topic_bytes = None
-    if not trusted and form != 2:      # decoded: the message's topic is checked below
-        topic_bytes = _TOPIC_BYTES.get(topic)
-        if topic_bytes is None:
-            if len(_TOPIC_BYTES) >= 1024:
-                _TOPIC_BYTES.clear()
-            topic_bytes = _TOPIC_BYTES[topic] = topic.encode()
-    got = pull_unfiltered(
-        data, max_msg_nums, limits.max_transfer_bytes_in_memory,
-        limits.max_transfer_count_in_memory, limits.max_transfer_bytes_in_disk,
-        limits.max_transfer_count_in_disk, max_total_msg_size, commit_log_max, in_memory_bytes,
-        mapped.buffer, mapped.file_from_offset, mapped.read_position, form,
-        None if trusted else queue_id, queue_offset, topic_bytes, _DECODERS)
-    if got is None:
-        return None
-    taken_count, last_phy, records = got
-    if form == 2 and not trusted and \
-            [message.topic for message in records].count(topic) != len(records):
-        return None
-    return GetMessageResult(GetMessageStatus.FOUND, queue_offset + taken_count, min_offset,
-                            max_offset, records, (commit_log_max - last_phy) > in_memory_bytes)
 
 
 def _more_units(pull_window, consume_queues, topic: str, queue_id: int, queue_offset: int,

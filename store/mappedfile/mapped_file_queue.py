@@ -181,6 +181,29 @@ class MappedFileQueue:
                 return mapped.file_from_offset + mapped.read_position
         return files[0].file_from_offset if files else 0
 
+    def end_and_file(self, offset: int) -> tuple[int, MappedFile | None, int, object]:
+        """(`max_offset()`, `find_file(offset)`, that file's `read_position` and `buffer`; 0 and
+        None without a file) in one call: a pull asks all of them each time."""
+        files = self.files
+        if not files:
+            return 0, None, 0, None
+        last = files[-1]
+        # last.read_position, without the property's call
+        position = last.committed_position if last.write_buffer is not None else last.wrote_position
+        end = last.file_from_offset + position if position > 0 else self.max_offset()
+        index = (offset - files[0].file_from_offset) // self.file_size_bytes
+        if 0 <= index < len(files):
+            candidate = files[index]
+            start = candidate.file_from_offset
+            if start <= offset < start + candidate.file_size_bytes:   # file_end_offset
+                if candidate is last:
+                    return end, last, position, last._map
+                return end, candidate, candidate.read_position, candidate._map
+        found = self.find_file(offset)
+        if found is None:
+            return end, None, 0, None
+        return end, found, found.read_position, found._map
+
     def max_wrote_offset(self) -> int:
         last = self.last_file()
         return last.file_from_offset + last.wrote_position if last else 0

@@ -226,6 +226,39 @@ class FileConsumeQueue(OnDemandMapping, QueueRecovery):
         return min_offset, max_offset, self.unit_bytes(
             queue_offset, min(max_units, max_offset - queue_offset)), self.trusted_from
 
+    def pull_window_untouched(self, queue_offset: int, max_units: int
+                              ) -> tuple[int, int, bytes | None, int]:
+        """`pull_window` of the queue the store touched last (the store checks): the same answer in
+        fewer steps, with no LRU touch while it is mapped (the touch would change nothing)."""
+        files = self._mapped_files
+        if files is None:    # unmapped since: the full path maps it again (and touches)
+            return self.pull_window(queue_offset, max_units)
+        cq_offset = queue_offset * CQ_UNIT_SIZE
+        end, mapped, read_position, buffer = files.end_and_file(cq_offset)
+        min_logic_offset = self.min_logic_offset
+        min_offset = min_logic_offset // CQ_UNIT_SIZE
+        max_offset = end // CQ_UNIT_SIZE
+        if queue_offset < min_offset or queue_offset >= max_offset:
+            return min_offset, max_offset, None, self.trusted_from
+        if queue_offset < 0 or cq_offset < min_logic_offset or mapped is None:
+            return min_offset, max_offset, None, self.trusted_from
+        position = cq_offset - mapped.file_from_offset
+        readable_units = (read_position - position) // CQ_UNIT_SIZE
+        if readable_units <= 0:
+            return min_offset, max_offset, None, self.trusted_from
+        # min(readable_units, max_units, max_offset - queue_offset), at least 0, without
+        # min/max (each parses keyword arguments: a tenth of this function's time)
+        count = max_offset - queue_offset
+        if max_units < count:
+            count = max_units
+        if readable_units < count:
+            count = readable_units
+        if count < 0:
+            count = 0
+        # `mapped.read` without its bounds check: [position, + count units) is readable here
+        data = None if mapped.destroyed else buffer[position:position + count * CQ_UNIT_SIZE]
+        return min_offset, max_offset, data, self.trusted_from
+
     def unit_bytes(self, queue_offset: int, max_units: int) -> bytes | None:
         """A copy of the units `get_units` returns (copied: the file may be unmapped later)."""
         cq_offset = queue_offset * CQ_UNIT_SIZE

@@ -64,6 +64,8 @@ class FileConsumeQueueStore:
         self.commit_log_min_offset = 0
         self.max_mapped_queues = default_max_mapped_queues()
         self._mapped: OrderedDict[tuple[str, int], FileConsumeQueue] = OrderedDict()
+        # The last queue `_touch` put at the LRU's end: touching it again changes nothing.
+        self._most_recent: FileConsumeQueue | None = None
         self._directories_to_sync: set[str] = set()
         self._directories_lock = threading.Lock()
 
@@ -72,11 +74,13 @@ class FileConsumeQueueStore:
         key = (queue.topic, queue.queue_id)
         if key in self._mapped:
             self._mapped.move_to_end(key)
+            self._most_recent = queue
             return
         self._mapped[key] = queue
         while len(self._mapped) > self.max_mapped_queues:  # bounded by the table size
             _, oldest = self._mapped.popitem(last=False)
             oldest.hibernate()
+        self._most_recent = queue if queue.is_mapped else None
 
     # -- table -----------------------------------------------------------------------------------
 
@@ -264,6 +268,8 @@ class FileConsumeQueueStore:
         if queue is None:
             return None
         with self._lock:
+            if queue is self._most_recent:
+                return queue.pull_window_untouched(queue_offset, max_units)
             return queue.pull_window(queue_offset, max_units)
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int,
