@@ -221,7 +221,8 @@ class ReputService:
         for dispatcher in self.dispatchers:
             if type(dispatcher) is ConsumeQueueDispatcher and queue_dispatcher is None and \
                     index_dispatcher is None and dispatcher.multi_dispatch is None and \
-                    hasattr(dispatcher.consume_queues, "put_unit_runs"):
+                    (hasattr(dispatcher.consume_queues, "put_unit_runs")
+                     or hasattr(dispatcher.consume_queues, "put_value_runs")):
                 queue_dispatcher = dispatcher
             elif type(dispatcher) is IndexDispatcher and index_dispatcher is None:
                 index_dispatcher = dispatcher
