@@ -1,5 +1,7 @@
 """Dispatch straight from scan rows: the consume-queue units and index entries of a run of records
 without a `DispatchRequest` per record (the reput service's common case, `store.services.dispatch`).
+The RocksDB consume queue gets its 28-byte values, store times included, the same way
+(`put_value_runs`); a TAGS value that is not ASCII sends its pass to requests there.
 
 RocketMQ's reput parses every record it dispatches (`checkMessageAndReturnSize`); so does this path,
 with the kernel's scan. What is done per record runs in C outside the GIL (the walk, the tagsCodes,

@@ -6,7 +6,7 @@ global CHECKPOINT (byte layouts in `store.codec.rocksdb_cq`). There are no files
 at a file boundary and "the file is gone" never happens: a missing unit reads as None.
 
 Writes: one WriteBatch per `put_units` call: the units, then the `max` entry of every queue touched,
-then CHECKPOINT. The same duplicate rules as the file backend apply (a unit ending at or before the
+then CHECKPOINT (`put_value_runs` likewise, from the reput service's scan rows). The same duplicate rules as the file backend apply (a unit ending at or before the
 queue's last end is a repeat; a queue offset below the next one is already built), so both backends
 answer alike for one dispatch stream. `min` entries are corrected lazily when asked for (§13.3); a
 new queue whose first unit is offset 0 gets none with its units (RocketMQ writes none on creation
