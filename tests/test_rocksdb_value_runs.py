@@ -47,7 +47,7 @@ def _as_runs(requests):
         offsets += qos
         values += [codec.cq_value(r.commit_log_offset, r.msg_size, r.tags_code, r.store_timestamp)
                    for r in members]
-    return runs, b"".join(values), offsets
+    return tuple(map(list, zip(*runs))), b"".join(values), offsets
 
 
 def _passes(seed: int):

@@ -162,30 +162,30 @@ def _unit_groups(buf, rows, batch_router, topic_is_legal, with_values: bool = Fa
 
 
 def _value_runs(buf, queued, runs, units, queue_offsets, batch_router, topic_is_legal):
-    """`_unit_groups` for the RocksDB consume queue (`put_value_runs`): ((runs, values, queue
-    offsets), ...) where a run is ((topic, queue id), start, length, consecutive, first record's
-    phy end, last record's phy end); the queue's tuple is the one `arrivals` holds. Each topic is
-    checked once per pass."""
+    """`_unit_groups` for the RocksDB consume queue: (`put_value_runs`' arguments, ...): the queues
+    of the runs (the tuples `arrivals` holds), per run its first unit, unit count, consecutive flag,
+    first and last record's phy ends, as lists; the values and queue offsets of all units. Made per
+    column with numpy, each topic decoded and checked once per pass."""
     values = _unit_values(queued, units)
-    offsets = queue_offsets.tolist()
-    table = queued[:, [_C["topic_pos"], _C["topic_len"], _C["queue_id"], _PHY, _SIZE]].tolist()
+    firsts, lasts = queued[runs[:, 0]], queued[runs[:, 1]]
+    starts, lengths = runs[:, 2], runs[:, 3]
+    topic_starts = firsts[:, _C["topic_pos"]]
+    raws = [bytes(buf[start:end]) for start, end in
+            zip(topic_starts.tolist(), (topic_starts + firsts[:, _C["topic_len"]]).tolist())]
     names: dict[bytes, str] = {}
-    groups, arrivals = [], {}
-    for first, last, start, length, consecutive in runs.tolist():
-        topic_pos, topic_len, queue_id, phy, size = table[first]
-        raw = bytes(buf[topic_pos:topic_pos + topic_len])
-        topic = names.get(raw)
-        if topic is None:
-            topic = _topic_name(buf, topic_pos, topic_len)
-            if not topic_is_legal(topic) or \
-                    (batch_router is not None and batch_router.is_batch_topic(topic)):
-                return None
-            names[raw] = topic
-        queue = (topic, queue_id)
-        last_row = table[last]
-        groups.append((queue, start, length, consecutive, phy + size, last_row[3] + last_row[4]))
-        arrivals[queue] = offsets[start + length - 1] + 1
-    return _put_values, (groups, values, offsets), arrivals, queued[-1]
+    for raw in set(raws):
+        topic = _topic_name(raw, 0, len(raw))
+        if not topic_is_legal(topic) or \
+                (batch_router is not None and batch_router.is_batch_topic(topic)):
+            return None
+        names[raw] = topic
+    queues = [(names[raw], queue_id) for raw, queue_id in
+              zip(raws, firsts[:, _C["queue_id"]].tolist())]
+    arrivals = dict(zip(queues, (queue_offsets[starts + lengths - 1] + 1).tolist()))
+    columns = (queues, starts.tolist(), lengths.tolist(), runs[:, 4].tolist(),
+               (firsts[:, _PHY] + firsts[:, _SIZE]).tolist(),
+               (lasts[:, _PHY] + lasts[:, _SIZE]).tolist())
+    return _put_values, (columns, values, queue_offsets.tolist()), arrivals, queued[-1]
 
 
 def _unit_values(queued, units) -> bytes:

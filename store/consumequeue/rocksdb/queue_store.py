@@ -280,7 +280,8 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
             known.update(touched)
             self.checkpoint_phy_end = checkpoint
 
-    def put_value_runs(self, runs: Sequence, values: bytes, queue_offsets: list[int]) -> None:
+    def put_value_runs(self, runs: tuple[list, ...], values: bytes,
+                       queue_offsets: list[int]) -> None:
         """`put_units` for units given per queue with their 28-byte values, as the reput service
         makes them from its scan rows (`store.consumequeue.rocksdb.value_runs`)."""
         self._check_writable()

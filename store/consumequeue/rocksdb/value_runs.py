@@ -3,8 +3,8 @@
 
 `values` holds the 28-byte unit values of a dispatch pass (phy offset, size, tagsCode, store time:
 `store.codec.rocksdb_cq`) grouped by queue, `queue_offsets` their queue offsets; a run is one queue's
-units, in log order: ((topic, queue id), first unit, unit count, consecutive offsets, first record's
-phy end, last record's phy end). The pass is one WriteBatch: every unit, then the `max` entry of every
+units, in log order, given as columns (one list each): (topic, queue id), first unit, unit count,
+consecutive offsets, first record's phy end, last record's phy end. The pass is one WriteBatch: every unit, then the `max` entry of every
 queue touched, then CHECKPOINT, the same keys and values `put_units` writes for the same records. A
 run that follows its queue (consecutive offsets, the next one, past its last end) is written without
 a check per unit; any other goes unit by unit through `put_units`' rules (a repeat or an already built
@@ -29,7 +29,7 @@ _PHY_SIZE = struct.Struct(">qi")
 _LONG = struct.Struct(">q")
 
 
-def put_value_runs(store, runs, values: bytes, queue_offsets: list[int]) -> None:
+def put_value_runs(store, runs: tuple[list, ...], values: bytes, queue_offsets: list[int]) -> None:
     """Write `runs` into `store` (a writable, loaded RocksDBConsumeQueueStore) in one WriteBatch."""
     with store._lock:
         batch = WriteBatch(raw_mode=True)
@@ -41,7 +41,7 @@ def put_value_runs(store, runs, values: bytes, queue_offsets: list[int]) -> None
         unpack_long = _LONG.unpack_from
         touched: dict[tuple[str, int], tuple[int, int, int]] = {}
         batch_end = -1
-        for queue, start, length, consecutive, first_end, last_end in runs:
+        for queue, start, length, consecutive, first_end, last_end in zip(*runs):
             state = known.get(queue)
             first = state is None or state[0] == EMPTY_QUEUE_OFFSET
             if state is None:
