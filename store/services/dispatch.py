@@ -214,14 +214,16 @@ class ReputService:
     def _row_dispatchers(self):
         """(ConsumeQueueDispatcher or None, IndexDispatcher or None) when only the built-in ones are
         registered, in that order, and dispatch_rows can do their work (no multi-dispatch, consume
-        queues that take columns, a log of plain records); None otherwise."""
+        queues that take runs of units or, RocksDB's, of 28-byte values; a log of plain records);
+        None otherwise."""
         if getattr(self.commit_log, "walk_for_dispatch", None) is not None or not self.dispatchers:
             return None
         queue_dispatcher = index_dispatcher = None
         for dispatcher in self.dispatchers:
             if type(dispatcher) is ConsumeQueueDispatcher and queue_dispatcher is None and \
                     index_dispatcher is None and dispatcher.multi_dispatch is None and \
-                    hasattr(dispatcher.consume_queues, "put_unit_runs"):
+                    (hasattr(dispatcher.consume_queues, "put_unit_runs")
+                     or hasattr(dispatcher.consume_queues, "put_value_runs")):
                 queue_dispatcher = dispatcher
             elif type(dispatcher) is IndexDispatcher and index_dispatcher is None:
                 index_dispatcher = dispatcher

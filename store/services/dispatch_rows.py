@@ -1,5 +1,7 @@
 """Dispatch straight from scan rows: the consume-queue units and index entries of a run of records
 without a `DispatchRequest` per record (the reput service's common case, `store.services.dispatch`).
+The RocksDB consume queue gets its 28-byte values, store times included, the same way
+(`put_value_runs`); a TAGS value that is not ASCII sends its pass to requests there.
 
 RocketMQ's reput parses every record it dispatches (`checkMessageAndReturnSize`); so does this path,
 with the kernel's scan. What is done per record runs in C outside the GIL (the walk, the tagsCodes,
@@ -94,7 +96,8 @@ def dispatch_rows(buf, rows: np.ndarray, *, consume_queues, on_written, batch_ro
     rows = rows[:count]
     groups = None
     if consume_queues is not None:
-        groups = _unit_groups(buf, rows, batch_router, topic_is_legal)
+        groups = _unit_groups(buf, rows, batch_router, topic_is_legal,
+                              hasattr(consume_queues, "put_value_runs"))
         if groups is None:
             return None
     if index_service is not None:
@@ -122,11 +125,13 @@ def _leading_plain_rows(buf, rows) -> int:
     return len(rows)
 
 
-def _unit_groups(buf, rows, batch_router, topic_is_legal):
+def _unit_groups(buf, rows, batch_router, topic_is_legal, with_values: bool = False):
     """(how to put them, the units per queue, queue -> its new max offset, the last row) of the rows
     that get a unit (NOT / COMMIT records), queues in first appearance order; () when none does,
     None when a topic needs requests. Units are made by `kernel.unit_runs` (`put_unit_runs`), or
-    as columns when a TAGS value is not ASCII (`put_unit_columns`)."""
+    as columns when a TAGS value is not ASCII (`put_unit_columns`). `with_values`: as the RocksDB
+    consume queue's 28-byte values with the store times (`_value_runs`); a TAGS value that is not
+    ASCII then needs requests."""
     queued = np.ascontiguousarray(rows[queued_transaction_mask(rows[:, _C["sys_flag"]])])
     count = len(queued)
     if not count:
@@ -136,7 +141,10 @@ def _unit_groups(buf, rows, batch_router, topic_is_legal):
     queue_offsets = np.empty(count, dtype=np.int64)
     found = kernel.unit_runs(buf, queued, runs, units, queue_offsets)
     if found < 0:
-        return _unit_columns(buf, queued, batch_router, topic_is_legal)
+        return None if with_values else _unit_columns(buf, queued, batch_router, topic_is_legal)
+    if with_values:
+        return _value_runs(buf, queued, runs[:found], units, queue_offsets, batch_router,
+                           topic_is_legal)
     units = memoryview(units)
     table = queued[:, [_C["topic_pos"], _C["topic_len"], _C["queue_id"], _PHY, _SIZE]].tolist()
     groups, arrivals = [], {}
@@ -151,6 +159,45 @@ def _unit_groups(buf, rows, batch_router, topic_is_legal):
                        bool(consecutive), phy + size, table[last][3] + table[last][4]))
         arrivals[(topic, queue_id)] = int(queue_offsets[end - 1]) + 1
     return _put_runs, groups, arrivals, queued[-1]
+
+
+def _value_runs(buf, queued, runs, units, queue_offsets, batch_router, topic_is_legal):
+    """`_unit_groups` for the RocksDB consume queue: (`put_value_runs`' arguments, ...): the queues
+    of the runs (the tuples `arrivals` holds), per run its first unit, unit count, consecutive flag,
+    first and last record's phy ends, as lists; the values and queue offsets of all units. Made per
+    column with numpy, each topic decoded and checked once per pass."""
+    values = _unit_values(queued, units)
+    firsts, lasts = queued[runs[:, 0]], queued[runs[:, 1]]
+    starts, lengths = runs[:, 2], runs[:, 3]
+    topic_starts = firsts[:, _C["topic_pos"]]
+    raws = [bytes(buf[start:end]) for start, end in
+            zip(topic_starts.tolist(), (topic_starts + firsts[:, _C["topic_len"]]).tolist())]
+    names: dict[bytes, str] = {}
+    for raw in set(raws):
+        topic = _topic_name(raw, 0, len(raw))
+        if not topic_is_legal(topic) or \
+                (batch_router is not None and batch_router.is_batch_topic(topic)):
+            return None
+        names[raw] = topic
+    queues = [(names[raw], queue_id) for raw, queue_id in
+              zip(raws, firsts[:, _C["queue_id"]].tolist())]
+    arrivals = dict(zip(queues, (queue_offsets[starts + lengths - 1] + 1).tolist()))
+    columns = (queues, starts.tolist(), lengths.tolist(), runs[:, 4].tolist(),
+               (firsts[:, _PHY] + firsts[:, _SIZE]).tolist(),
+               (lasts[:, _PHY] + lasts[:, _SIZE]).tolist())
+    return _put_values, (columns, values, queue_offsets.tolist()), arrivals, queued[-1]
+
+
+def _unit_values(queued, units) -> bytes:
+    """The RocksDB values (phy offset, size, tagsCode, store time; 28 bytes each) of `units` (the
+    20-byte units `unit_runs` wrote, grouped by queue): each unit's store time is its row's, found
+    by its phy offset (rows are in log order)."""
+    count = len(queued)
+    values = np.empty((count, 28), dtype=np.uint8)
+    values[:, :20] = np.frombuffer(units, dtype=np.uint8).reshape(count, 20)
+    numbers = np.searchsorted(queued[:, _PHY], values[:, :8].copy().view(">i8").ravel())
+    values[:, 20:] = queued[numbers, _STORE_TS].astype(">i8").view(np.uint8).reshape(count, 8)
+    return values.tobytes()
 
 
 _TOPIC_NAMES: dict[bytes, str] = {}
@@ -169,6 +216,10 @@ def _topic_name(buf, pos: int, length: int) -> str:
 
 def _put_runs(consume_queues, groups) -> None:
     consume_queues.put_unit_runs(groups)
+
+
+def _put_values(consume_queues, groups) -> None:
+    consume_queues.put_value_runs(*groups)
 
 
 def _put_columns(consume_queues, groups) -> None:

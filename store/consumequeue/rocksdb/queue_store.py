@@ -6,7 +6,7 @@ global CHECKPOINT (byte layouts in `store.codec.rocksdb_cq`). There are no files
 at a file boundary and "the file is gone" never happens: a missing unit reads as None.
 
 Writes: one WriteBatch per `put_units` call: the units, then the `max` entry of every queue touched,
-then CHECKPOINT. The same duplicate rules as the file backend apply (a unit ending at or before the
+then CHECKPOINT (`put_value_runs` likewise, from the reput service's scan rows). The same duplicate rules as the file backend apply (a unit ending at or before the
 queue's last end is a repeat; a queue offset below the next one is already built), so both backends
 answer alike for one dispatch stream. `min` entries are corrected lazily when asked for (§13.3); a
 new queue whose first unit is offset 0 gets none with its units (RocketMQ writes none on creation
@@ -31,6 +31,7 @@ from store.codec.cq_unit import CQ_UNIT_DTYPE, CqUnit
 from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_boundary
 from store.consumequeue.rocksdb.db import open_read_only_shadow, open_writable, remove_shadow
 from store.consumequeue.rocksdb.maintenance import EMPTY_QUEUE_OFFSET, RocksDBQueueMaintenance
+from store.consumequeue.rocksdb.value_runs import put_value_runs
 from store.consumequeue.time_search import NEAREST, search_boundary, search_nearest
 from store.errors import CorruptDataError, ReadOnlyStoreError
 
@@ -278,6 +279,13 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
             self.db.write(batch)
             known.update(touched)
             self.checkpoint_phy_end = checkpoint
+
+    def put_value_runs(self, runs: tuple[list, ...], values: bytes,
+                       queue_offsets: list[int]) -> None:
+        """`put_units` for units given per queue with their 28-byte values, as the reput service
+        makes them from its scan rows (`store.consumequeue.rocksdb.value_runs`)."""
+        self._check_writable()
+        put_value_runs(self, runs, values, queue_offsets)
 
     def _note_first_unit(self, batch: WriteBatch, queue: tuple[str, int], queue_offset: int,
                          phy_offset: int) -> None:
