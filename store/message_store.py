@@ -246,10 +246,12 @@ class MessageStore(LookupsMixin):
 
     def _put_one(self, message: Message) -> PutMessageResult:
         now_ms = self.clock_ms()
-        if self._encode_batch is not None and not self.commit_log.make_dispatch_requests:
-            fast = self._encode_batch([message], self._put_settings.kernel_context, now_ms)
+        encode_batch = self._encode_batch
+        commit_log = self.commit_log
+        if encode_batch is not None and not commit_log.make_dispatch_requests:
+            fast = encode_batch([message], self._put_settings.kernel_context, now_ms)
             if fast is not None:
-                return self._acknowledge(self.commit_log.append_encoded(*fast), fast[2], fast[3],
+                return self._acknowledge(commit_log.append_encoded(*fast), fast[2], fast[3],
                                          (message,))
         try:
             record, draft = encode_for_put(message, self._put_settings, now_ms)
@@ -313,7 +315,11 @@ class MessageStore(LookupsMixin):
     def _acknowledge(self, appended, topic: str, queue_id: int, messages) -> PutMessageResult:
         if queue_id not in self._noted_queues.get(topic, ()):
             self._note_topic(topic, queue_id)
-        status = self.services.after_append(appended, messages)
+        services = self.services
+        if services.commit_service is None and not services.sync_flush:
+            status = PutMessageStatus.PUT_OK    # after_append's answer for ASYNC_FLUSH, one call less
+        else:
+            status = services.after_append(appended, messages)
         msg_ids = appended.msg_ids
         return PutMessageResult(
             status, appended.wrote_offset, appended.wrote_bytes,

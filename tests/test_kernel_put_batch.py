@@ -246,3 +246,24 @@ def test_store_puts_are_the_same_with_the_one_call_path_and_without(tmp_path, co
         "topic 'Topic B' contains the illegal character ' ' at index 5; allowed are letters, "
         "digits, '%', '|', '_' and '-'",
         "queue id 99999 is outside 0..65535"]
+
+
+@pytest.mark.parametrize("over", [-1, 0, 1])
+def test_one_call_put_at_the_segment_end_rolls_like_the_python_path(tmp_path, over):
+    """The last record a 64 KiB segment takes leaves END_FILE_MIN_BLANK_LENGTH bytes free; one byte
+    more closes it with a BLANK and the put lands at the next segment, on both paths."""
+    from store.codec.message import END_FILE_MIN_BLANK_LENGTH
+    probe, _, _ = _puts(tmp_path / "probe", False, [("one", Message("TopicA", b"", 1))])
+    base = probe[0].wrote_bytes                      # the record of an empty body
+    first = [("one", Message("TopicA", b"w", 1)), ("one", Message("TopicA", b"f" * 30000, 1))]
+    used = 2 * base + 1 + 30000
+    body = 65536 - used - END_FILE_MIN_BLANK_LENGTH - base + over
+    calls = first + [("one", Message("TopicA", b"z" * body, 1)), ("one", Message("TopicA", b"n", 1))]
+    fast_results, fast_files, answered = _puts(tmp_path / "fast", True, calls)
+    slow_results, slow_files, _ = _puts(tmp_path / "slow", False, calls)
+    assert fast_results == slow_results and fast_files == slow_files
+    assert answered >= (3 if kernel.COMPILED else 0)
+    assert all(r.ok for r in fast_results)
+    assert fast_results[2].wrote_offset == (used if over <= 0 else 65536)
+    assert fast_results[3].wrote_offset == (65536 if over <= 0 else
+                                            fast_results[2].wrote_offset + fast_results[2].wrote_bytes)

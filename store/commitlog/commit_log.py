@@ -33,6 +33,7 @@ _PATCH_LONG = struct.Struct(">q").pack_into
 _TRANSACTION_MASK = 0x0C
 _TRANSACTION_PREPARED = 0x04
 _TRANSACTION_ROLLBACK = 0x0C
+_END_FILE_MIN_BLANK = msgcodec.END_FILE_MIN_BLANK_LENGTH
 
 
 # Not frozen: a frozen dataclass costs ~5x more to build, and one is built per message.
@@ -248,13 +249,20 @@ class CommitLog:
             store_timestamp = self.clock_ms()
             if store_timestamp < self.last_store_timestamp:
                 store_timestamp = self.last_store_timestamp  # keep store times non-decreasing
-            mapped, position = self._segment_with_room(total)
+            files = self.mapped_files.files
+            mapped = files[-1] if files else None
+            if mapped is None or total + _END_FILE_MIN_BLANK > \
+                    mapped.file_size_bytes - mapped.wrote_position:
+                mapped, position = self._segment_with_room(total)   # a new segment, or a roll
+            else:
+                position = mapped.wrote_position    # the common case, _segment_with_room's answer
             key = (topic, queue_id)
             queue_offset = self.queue_offsets.get(key, 0) if queued else 0
             phy_offset = mapped.file_from_offset + position
-            msg_ids = place_batch(mapped.write_buffer if mapped.write_buffer is not None
-                                  else mapped.buffer, position, records, layout, queue_offset,
-                                  phy_offset, store_timestamp, queued, self._msg_id_prefix)
+            target = mapped.write_buffer
+            msg_ids = place_batch(mapped.buffer if target is None else target, position, records,
+                                  layout, queue_offset, phy_offset, store_timestamp, queued,
+                                  self._msg_id_prefix)
             mapped.wrote_position = position + total
             if queued:
                 self.queue_offsets[key] = queue_offset + count
