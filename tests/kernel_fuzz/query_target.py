@@ -51,9 +51,24 @@ class FakeIndexFile:
 class FakeSegment:
     """What query_keys reads of a commit-log MappedFile."""
 
-    def __init__(self, buffer, file_from_offset, file_size_bytes, read_position, destroyed):
-        self.buffer, self.file_from_offset, self.file_size_bytes = buffer, file_from_offset, file_size_bytes
-        self.read_position, self.destroyed = read_position, destroyed
+    def __init__(self, buffer, file_from_offset, file_size_bytes, read_position, destroyed,
+                 write_buffer=None):
+        self._map, self.file_from_offset, self.file_size_bytes = buffer, file_from_offset, file_size_bytes
+        self.destroyed, self.write_buffer = destroyed, write_buffer
+        # MappedFile's read_position: the committed position with a write buffer (the transient
+        # store pool; the wrote position is then ahead of it), else the wrote position
+        if write_buffer is not None:
+            self.committed_position, self.wrote_position = read_position, file_size_bytes
+        else:
+            self.committed_position, self.wrote_position = 0, read_position
+
+    @property
+    def buffer(self):
+        return self._map
+
+    @property
+    def read_position(self):
+        return self.committed_position if self.write_buffer is not None else self.wrote_position
 
     @property
     def file_end_offset(self):
@@ -98,7 +113,8 @@ def _segments(rng, key: str):
             position += len(record)
         read_position = rng.choice([position, position, position - 5, 0, segment_bytes])
         files.append(FakeSegment(bytes(buf), from_offset, segment_bytes, read_position,
-                                 rng.random() < 0.05))
+                                 rng.random() < 0.05,
+                                 bytearray(8) if rng.random() < 0.3 else None))
     if len(files) > 2 and rng.random() < 0.2:
         del files[1]                           # a gap: find_file scans (the C asks)
     return FakeSegments(files, segment_bytes), records

@@ -23,12 +23,13 @@
 #define SLOT_BYTES 4
 #define ENTRY_BYTES 20
 #define MAX_WALK (1 << 20)          /* max_num above this: the twin answers */
-#define ASK 1
+#define ASK RMQ_QUERY_ASK
 #define ASK_KEY 2                   /* carries_key's "ask" (1 there is "carries") */
 
 static PyObject *s_read_only, *s_map, *s_slots, *s_max_index, *s_count, *s_begin, *s_end,
-    *s_end_phy, *s_files, *s_file_size, *s_from, *s_destroyed, *s_buffer, *s_read_position,
-    *s_store_timestamp, *s_refresh, *s_topic, *s_properties, *s_uniq_key, *s_keys, *s_space;
+    *s_end_phy, *s_files, *s_file_size, *s_from, *s_destroyed, *s_buffer,
+    *s_store_timestamp, *s_refresh, *s_topic, *s_properties, *s_uniq_key, *s_keys, *s_space,
+    *s_write_buffer, *s_committed, *s_wrote;
 
 static int intern_names(void)
 {
@@ -39,7 +40,8 @@ static int intern_names(void)
     I(s_max_index, "max_index_num"); I(s_count, "index_count"); I(s_begin, "begin_timestamp");
     I(s_end, "end_timestamp"); I(s_end_phy, "end_phy_offset"); I(s_files, "files");
     I(s_file_size, "file_size_bytes"); I(s_from, "file_from_offset"); I(s_destroyed, "destroyed");
-    I(s_buffer, "buffer"); I(s_read_position, "read_position");
+    I(s_buffer, "_map"); I(s_write_buffer, "write_buffer");
+    I(s_committed, "committed_position"); I(s_wrote, "wrote_position");
     I(s_store_timestamp, "store_timestamp"); I(s_refresh, "refresh");
     I(s_topic, "topic"); I(s_properties, "properties"); I(s_uniq_key, "UNIQ_KEY");
     I(s_keys, "KEYS"); I(s_space, " ");
@@ -238,8 +240,17 @@ static PyObject *read_one(PyObject *segments, int64_t segment_bytes, int64_t phy
         *got = -1;
         goto done;
     }
+    /* read_position without the property's call (MappedFileQueue.end_and_file does the same):
+     * the committed position with a write buffer (the transient store pool), else the wrote one */
+    PyObject *write_buffer = PyObject_GetAttr(mapped, s_write_buffer);
+    if (write_buffer == NULL) {
+        *got = -1;
+        goto done;
+    }
+    PyObject *position_name = write_buffer != Py_None ? s_committed : s_wrote;
+    Py_DECREF(write_buffer);
     if ((*got = attr_small(mapped, s_from, &from)) != 0 ||
-            (*got = attr_small(mapped, s_read_position, &limit)) != 0)
+            (*got = attr_small(mapped, position_name, &limit)) != 0)
         goto done;
     Py_buffer view;
     if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) {
@@ -327,58 +338,59 @@ const char rmq_query_keys_doc[] = (
 "are those of `topic` that carry `key`, `hits` how many were read. NotImplemented: the twin answers\n"
 "(see c/query.c).");
 
-PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* query_keys' work for args = (index_files, topic, key, max_num, begin_ms, end_ms, mapped_files,
+ * decoders): 0 with *messages (a new list), *hits, *last_ts, *last_phy set; RMQ_QUERY_ASK (the twin
+ * answers); -1 with an exception. Shared with query_message.c. */
+int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hits_out,
+                  int64_t *last_ts_out, int64_t *last_phy_out)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "query_keys takes 8 arguments");
-        return NULL;
-    }
     if (intern_names() < 0)
-        return NULL;
+        return -1;
     PyObject *files = args[0], *topic = args[1], *key = args[2], *decoders = args[7];
     long long v[3];
     for (int k = 0; k < 3; k++) {
         if (!PyLong_Check(args[k + 3]))
-            Py_RETURN_NOTIMPLEMENTED;
+            return ASK;
         int overflow = 0;
         v[k] = PyLong_AsLongLongAndOverflow(args[k + 3], &overflow);
         if (v[k] == -1 && PyErr_Occurred())
-            return NULL;
+            return -1;
         if (overflow)
-            Py_RETURN_NOTIMPLEMENTED;
+            return ASK;
     }
     int64_t max_num = v[0], begin_ms = v[1], end_ms = v[2];
     if (!PyList_Check(files) || !PyUnicode_CheckExact(topic) || !PyUnicode_CheckExact(key)
             || max_num > MAX_WALK || !PyTuple_Check(decoders) || PyTuple_GET_SIZE(decoders) != 4)
-        Py_RETURN_NOTIMPLEMENTED;
+        return ASK;
     if (rmq_decoders_check(PyTuple_GET_ITEM(decoders, 0)) < 0) {
         PyErr_Clear();
-        Py_RETURN_NOTIMPLEMENTED;
+        return ASK;
     }
     rmq_decoder decoder = {PyTuple_GET_ITEM(decoders, 1), PyTuple_GET_ITEM(decoders, 2),
                            PyTuple_GET_ITEM(decoders, 3), {0}, {NULL}};
     int64_t key_hash;
     PyObject *key_string = PyUnicode_FromFormat("%U#%U", topic, key);     /* IndexService.buildKey */
     if (key_string == NULL)
-        return NULL;
+        return -1;
     key_hash = key_hash_of(key_string);
     Py_DECREF(key_string);
     int64_t segment_bytes;
     int got = attr_small(args[6], s_file_size, &segment_bytes);
-    if (got < 0)
-        return NULL;
-    PyObject *segments = got == 0 ? PyObject_GetAttr(args[6], s_files) : NULL;
-    if (got == 0 && segments == NULL)
-        return NULL;
-    if (got != 0 || !PyList_Check(segments) || segment_bytes <= 0) {
-        Py_XDECREF(segments);
-        Py_RETURN_NOTIMPLEMENTED;
+    if (got != 0)
+        return got;
+    PyObject *segments = PyObject_GetAttr(args[6], s_files);
+    if (segments == NULL)
+        return -1;
+    if (!PyList_Check(segments) || segment_bytes <= 0) {
+        Py_DECREF(segments);
+        return ASK;
     }
     int64_t *offsets = PyMem_Malloc(sizeof(int64_t) * (size_t)(max_num > 0 ? max_num : 1));
-    PyObject *hits = PyList_New(0), *messages = NULL, *result = NULL;
+    PyObject *hits = PyList_New(0), *messages = NULL;
+    got = -1;
     if (offsets == NULL || hits == NULL) {
         PyErr_NoMemory();
-        goto fail;
+        goto done;
     }
     int64_t last_ts = 0, last_phy = 0, round_end = end_ms;
     for (int round = 0; round < 3; round++) {
@@ -386,7 +398,7 @@ PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         got = query_offsets(files, key_hash, max_num, begin_ms, round_end, offsets, &n, &last_ts,
                             &last_phy);
         if (got != 0)
-            goto ask_or_fail;
+            goto done;
         if (n == 0)
             break;
         if (n > 1)
@@ -396,54 +408,73 @@ PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *record = read_one(segments, segment_bytes, offsets[i], &decoder, &got);
             if (record == NULL)
-                goto ask_or_fail;
+                goto done;
             if (record == Py_None) {
                 Py_DECREF(record);
                 continue;
             }
             if (!have_first) {
-                int timed = attr_small(record, s_store_timestamp, &first_time);
-                if (timed != 0) {
+                got = attr_small(record, s_store_timestamp, &first_time);
+                if (got != 0) {
                     Py_DECREF(record);
-                    got = timed;
-                    goto ask_or_fail;
+                    goto done;
                 }
                 have_first = 1;
             }
             int appended = PyList_Append(hits, record);
             Py_DECREF(record);
-            if (appended < 0)
-                goto fail;
+            if (appended < 0) {
+                got = -1;
+                goto done;
+            }
         }
         if (PyList_GET_SIZE(hits) > 0 || !have_first || first_time < begin_ms)
             break;
         round_end = first_time;
     }
     /* A Java client drops hash collisions by checking the keys (store.lookups' check). */
+    got = -1;
     messages = PyList_New(0);
     if (messages == NULL)
-        goto fail;
+        goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(hits); i++) {
         PyObject *record = PyList_GET_ITEM(hits, i);
         int carries = carries_key(record, topic, key);
         if (carries != 0 && carries != 1) {
             got = carries == ASK_KEY ? ASK : -1;
-            goto ask_or_fail;
+            goto done;
         }
         if (carries && PyList_Append(messages, record) < 0)
-            goto fail;
+            goto done;
     }
-    result = Py_BuildValue("(OnLL)", messages, PyList_GET_SIZE(hits), (long long)last_ts,
-                           (long long)last_phy);
-    goto fail;     /* the common exit: release what is held */
-ask_or_fail:
-    if (got == ASK)
-        result = Py_NewRef(Py_NotImplemented);
-fail:
+    *messages_out = Py_NewRef(messages);
+    *hits_out = PyList_GET_SIZE(hits);
+    *last_ts_out = last_ts;
+    *last_phy_out = last_phy;
+    got = 0;
+done:
     rmq_decoder_clear(&decoder);
     PyMem_Free(offsets);
     Py_XDECREF(hits);
     Py_XDECREF(messages);
     Py_DECREF(segments);
+    return got;
+}
+
+PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "query_keys takes 8 arguments");
+        return NULL;
+    }
+    PyObject *messages;
+    Py_ssize_t hits;
+    int64_t last_ts, last_phy;
+    int got = rmq_query_run(args, &messages, &hits, &last_ts, &last_phy);
+    if (got != 0)
+        return got == ASK ? Py_NewRef(Py_NotImplemented) : NULL;
+    PyObject *result = Py_BuildValue("(OnLL)", messages, hits, (long long)last_ts,
+                                     (long long)last_phy);
+    Py_DECREF(messages);
     return result;
 }
