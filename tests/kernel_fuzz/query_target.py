@@ -21,7 +21,10 @@ from store.codec import msgid
 from store.codec.message import MessageRecord, decode_message, encode_message
 from store.codec.properties import decode_properties, encode_properties
 from store.errors import StoreClosedError
-from store.kernel.query import index_key_hash_py, query_keys_py
+import threading
+
+from store.api import QueryMessageResult
+from store.kernel.query import index_key_hash_py, query_keys_py, query_message_py
 from store.mappedfile.mapped_file_queue import MappedFileQueue
 
 EDGES = [0, 1, -1, 2**31 - 1, -2**31, 2**62, -2**62, 2**62 + 1, 2**63 - 1, -2**63, 2**64]
@@ -38,9 +41,12 @@ class FakeIndexFile:
         self.begin_timestamp, self.end_timestamp, self.end_phy_offset = begin_ms, end_ms, end_phy
         self.read_only = read_only
         self.refreshes = 0
+        self.refresh_fails = False
 
     def refresh(self):
         self.refreshes += 1
+        if self.refresh_fails:
+            raise OSError("index file header unreadable")
 
     def _require_map(self):
         if self._map is None:
@@ -152,6 +158,8 @@ def make_args(rng) -> tuple:
              for _ in range(rng.choice([0, 1, 1, 2, 3]))]
     if files and rng.random() < 0.05:
         rng.choice(files)._map = None
+    if files and rng.random() < 0.03:
+        rng.choice(files).refresh_fails = True     # raised only by a read-only file's refresh()
     if files and rng.random() < 0.05:
         setattr(rng.choice(files), rng.choice(["begin_timestamp", "end_timestamp", "index_count"]),
                 rng.choice(EDGES))
@@ -178,4 +186,38 @@ def query_keys(fuzzer) -> bool:
     want = outcome(query_keys_py, *args)
     if got != want:
         raise fuzzer.disagreement(f"query_keys: C {got!r:.2000} twin {want!r:.2000}")
+    return True
+
+
+class FakeIndexService:
+    """What query_message reads of an IndexService: its lock and its live file list."""
+
+    def __init__(self, files):
+        self.lock = threading.RLock()
+        self.live_files = files
+
+
+def _fields(answer):
+    """An outcome with its result object as (type, its instance dict's items in order)."""
+    if answer[0] == "ok" and answer[1] is not NotImplemented:
+        return ("ok", type(answer[1]), list(vars(answer[1]).items()))
+    return answer
+
+
+def query_message(fuzzer) -> bool:
+    """One query_message input (query_keys' under a fake index service, a truncate_at); True when
+    it was compared with the twin. The lock must be free again after both, raised or not."""
+    args = make_args(fuzzer.rng)
+    service = FakeIndexService(args[0])
+    truncate_at = fuzzer.rng.choice([args[3], 1, 2**63])
+    full = (service,) + args[1:] + (QueryMessageResult, truncate_at)
+    fuzzer.last_input = {"target": "query_message", "args": repr(args[1:6] + (truncate_at,))}
+    got = _fields(outcome(fuzzer.native.query_message, *full))
+    if service.lock._is_owned():
+        raise fuzzer.disagreement("query_message: the C left the index lock held")
+    if got == ("ok", NotImplemented):
+        return False
+    want = _fields(outcome(query_message_py, *full))
+    if got != want:
+        raise fuzzer.disagreement(f"query_message: C {got!r:.2000} twin {want!r:.2000}")
     return True
