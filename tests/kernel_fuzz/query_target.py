@@ -99,7 +99,8 @@ def _segments(rng, key: str):
         position = 0
         from_offset = number * segment_bytes
         for n in range(rng.randrange(1, 12)):
-            keys = rng.choice([key, f"{key} other", "other", ""])
+            keys = rng.choice([key, f"{key} other", "other", "", f"x{key} {key}x", f"other  {key}",
+                               f" {key}", f"{key}{key} {key[:1]}"])
             props = {"KEYS": keys, "UNIQ_KEY": f"U{n}"} if keys else {"UNIQ_KEY": key}
             if rng.random() < 0.15:
                 props["X"] = "é" * rng.randrange(1, 4)
@@ -150,7 +151,7 @@ def _index_file(rng, key_hash: int, records, read_only: bool):
 
 def make_args(rng) -> tuple:
     """One query_keys input (the arguments of both functions)."""
-    key = rng.choice(["k", "key-1", "ké", "\U0001F600", ""])
+    key = rng.choice(["k", "key-1", "ké", "\U0001F600", "", "k k", "\U0001F600é"])
     topic = rng.choice(["T", "T", "Té"])
     key_hash = index_key_hash_py(topic + "#" + key)
     segments, records = _segments(rng, key)

@@ -28,12 +28,12 @@
 
 static PyObject *s_read_only, *s_map, *s_slots, *s_max_index, *s_count, *s_begin, *s_end,
     *s_end_phy, *s_files, *s_file_size, *s_from, *s_destroyed, *s_buffer,
-    *s_store_timestamp, *s_refresh, *s_topic, *s_properties, *s_uniq_key, *s_keys, *s_space,
+    *s_store_timestamp, *s_refresh, *s_topic, *s_properties, *s_uniq_key, *s_keys,
     *s_write_buffer, *s_committed, *s_wrote;
 
 static int intern_names(void)
 {
-    if (s_space != NULL)
+    if (s_keys != NULL)
         return 0;
 #define I(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
     I(s_read_only, "read_only"); I(s_map, "_map"); I(s_slots, "max_hash_slot_num");
@@ -44,7 +44,7 @@ static int intern_names(void)
     I(s_committed, "committed_position"); I(s_wrote, "wrote_position");
     I(s_store_timestamp, "store_timestamp"); I(s_refresh, "refresh");
     I(s_topic, "topic"); I(s_properties, "properties"); I(s_uniq_key, "UNIQ_KEY");
-    I(s_keys, "KEYS"); I(s_space, " ");
+    I(s_keys, "KEYS");
 #undef I
     return 0;
 }
@@ -177,10 +177,11 @@ static int compare_int64(const void *a, const void *b)
 
 /* 1 when segment `mapped` holds phy_offset (file_from_offset <= phy_offset < its end), 0 when
  * not, ASK or -1 as attr_small. */
-static int holds(PyObject *mapped, int64_t phy_offset)
+static int holds(PyObject *mapped, int64_t phy_offset, int64_t *from_out)
 {
-    int64_t from, size;
+    int64_t from = 0, size = 0;
     int got = attr_small(mapped, s_from, &from);
+    *from_out = from;
     if (got == 0)
         got = attr_small(mapped, s_file_size, &size);
     if (got != 0)
@@ -189,8 +190,9 @@ static int holds(PyObject *mapped, int64_t phy_offset)
 }
 
 /* MappedFileQueue.find_file(phy_offset) over `segments` (its files): a new reference to the
- * segment, Py_None when none holds it, or NULL with *got = ASK or -1. */
-static PyObject *find_segment(PyObject *segments, int64_t segment_bytes, int64_t phy_offset, int *got)
+ * segment (*from: its file_from_offset), Py_None when none holds it, or NULL with *got = ASK or -1. */
+static PyObject *find_segment(PyObject *segments, int64_t segment_bytes, int64_t phy_offset, int *got,
+                              int64_t *from)
 {
     *got = 0;
     if (PyList_GET_SIZE(segments) == 0)
@@ -205,7 +207,7 @@ static PyObject *find_segment(PyObject *segments, int64_t segment_bytes, int64_t
         if (k == -1 && (index < 0 || index >= PyList_GET_SIZE(segments)))
             continue;
         PyObject *candidate = Py_NewRef(PyList_GET_ITEM(segments, k == -1 ? index : k));
-        int hit = holds(candidate, phy_offset);
+        int hit = holds(candidate, phy_offset, from);
         if (hit == 1)
             return candidate;
         Py_DECREF(candidate);
@@ -222,7 +224,8 @@ static PyObject *find_segment(PyObject *segments, int64_t segment_bytes, int64_t
 static PyObject *read_one(PyObject *segments, int64_t segment_bytes, int64_t phy_offset,
                           rmq_decoder *decoder, int *got)
 {
-    PyObject *mapped = find_segment(segments, segment_bytes, phy_offset, got);
+    int64_t from, limit;
+    PyObject *mapped = find_segment(segments, segment_bytes, phy_offset, got, &from);
     if (mapped == NULL || mapped == Py_None)
         return mapped;
     PyObject *result = NULL, *buffer = NULL;
@@ -234,7 +237,6 @@ static PyObject *read_one(PyObject *segments, int64_t segment_bytes, int64_t phy
         result = truth < 0 ? NULL : Py_NewRef(Py_None);
         goto done;
     }
-    int64_t from, limit;
     buffer = PyObject_GetAttr(mapped, s_buffer);
     if (buffer == NULL) {
         *got = -1;
@@ -249,8 +251,7 @@ static PyObject *read_one(PyObject *segments, int64_t segment_bytes, int64_t phy
     }
     PyObject *position_name = write_buffer != Py_None ? s_committed : s_wrote;
     Py_DECREF(write_buffer);
-    if ((*got = attr_small(mapped, s_from, &from)) != 0 ||
-            (*got = attr_small(mapped, position_name, &limit)) != 0)
+    if ((*got = attr_small(mapped, position_name, &limit)) != 0)
         goto done;
     Py_buffer view;
     if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) {
@@ -278,6 +279,30 @@ done:
     Py_XDECREF(buffer);
     Py_DECREF(mapped);
     return result;
+}
+
+/* key in keys.split(" ") for str keys and key, both not empty, without the list: an occurrence of
+ * key between the start or a space and a space or the end (a key with a space is no token). 1, 0,
+ * or -1 with an exception. */
+static int among_tokens(PyObject *keys, PyObject *key)
+{
+    Py_ssize_t length = PyUnicode_GET_LENGTH(keys), key_length = PyUnicode_GET_LENGTH(key);
+    Py_ssize_t space = PyUnicode_FindChar(key, ' ', 0, key_length, 1);
+    if (space != -1)
+        return space == -2 ? -1 : 0;
+    int kind = PyUnicode_KIND(keys);
+    const void *data = PyUnicode_DATA(keys);
+    for (Py_ssize_t start = 0; start <= length - key_length;) {
+        Py_ssize_t at = PyUnicode_Find(keys, key, start, length, 1);
+        if (at < 0)
+            return at == -1 ? 0 : -1;
+        Py_ssize_t end = at + key_length;
+        if ((at == 0 || PyUnicode_READ(kind, data, at - 1) == ' ')
+                && (end == length || PyUnicode_READ(kind, data, end) == ' '))
+            return 1;
+        start = at + 1;
+    }
+    return 0;
 }
 
 /* 1 when the decoded record is of `topic` and carries `key` (store.lookups' check: key is its
@@ -309,9 +334,7 @@ static int carries_key(PyObject *record, PyObject *topic, PyObject *key)
             else if (PyUnicode_GET_LENGTH(keys) == 0 || PyUnicode_GET_LENGTH(key) == 0)
                 answer = 0;
             else {
-                PyObject *tokens = PyUnicode_Split(keys, s_space, -1);
-                answer = tokens == NULL ? -1 : PySequence_Contains(tokens, key);
-                Py_XDECREF(tokens);
+                answer = among_tokens(keys, key);
             }
         }
     }
@@ -319,10 +342,30 @@ static int carries_key(PyObject *record, PyObject *topic, PyObject *key)
     return answer;
 }
 
-/* The key's hash as IndexFile stores it: abs(String.hashCode), 0 for Integer.MIN_VALUE. */
-static int64_t key_hash_of(PyObject *key_string)
+/* Java String.hashCode continued from h over text's UTF-16 units (hash.c's rmq_java_hash from 0). */
+static uint32_t java_hash_from(uint32_t h, PyObject *text)
 {
-    int32_t h = (int32_t)rmq_java_hash(key_string);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    for (Py_ssize_t k = 0; k < len; k++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, k);
+        if (c >= 0x10000) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31 * h + c;
+        }
+    }
+    return h;
+}
+
+/* The hash of topic + "#" + key (IndexService.buildKey) as IndexFile stores it: abs(String.hashCode),
+ * 0 for Integer.MIN_VALUE; the key string is not built. */
+static int64_t key_hash_of(PyObject *topic, PyObject *key)
+{
+    int32_t h = (int32_t)java_hash_from(31 * java_hash_from(0, topic) + '#', key);
     if (h == INT32_MIN)
         return 0;
     return h < 0 ? -(int64_t)h : h;
@@ -368,12 +411,7 @@ int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hi
     }
     rmq_decoder decoder = {PyTuple_GET_ITEM(decoders, 1), PyTuple_GET_ITEM(decoders, 2),
                            PyTuple_GET_ITEM(decoders, 3), {0}, {NULL}};
-    int64_t key_hash;
-    PyObject *key_string = PyUnicode_FromFormat("%U#%U", topic, key);     /* IndexService.buildKey */
-    if (key_string == NULL)
-        return -1;
-    key_hash = key_hash_of(key_string);
-    Py_DECREF(key_string);
+    int64_t key_hash = key_hash_of(topic, key);
     int64_t segment_bytes;
     int got = attr_small(args[6], s_file_size, &segment_bytes);
     if (got != 0)
