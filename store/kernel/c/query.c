@@ -504,9 +504,6 @@ int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hi
     }
     /* A Java client drops hash collisions by checking the keys (store.lookups' check). */
     got = -1;
-    messages = PyList_New(0);
-    if (messages == NULL)
-        goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(hits); i++) {
         PyObject *record = PyList_GET_ITEM(hits, i);
         int carries = carries_key(record, topic, key);
@@ -514,9 +511,15 @@ int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hi
             got = carries == ASK_KEY ? ASK : -1;
             goto done;
         }
-        if (carries && PyList_Append(messages, record) < 0)
+        if (messages == NULL && !carries) {            /* the first collision: the carriers so far */
+            if ((messages = PyList_GetSlice(hits, 0, i)) == NULL)
+                goto done;
+        } else if (messages != NULL && carries && PyList_Append(messages, record) < 0) {
             goto done;
+        }
     }
+    if (messages == NULL)                              /* no collision: the hits are the messages */
+        messages = Py_NewRef(hits);
     *messages_out = Py_NewRef(messages);
     *hits_out = PyList_GET_SIZE(hits);
     *last_ts_out = last_ts;
