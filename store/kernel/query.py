@@ -1,7 +1,8 @@
 """`query_keys`: a whole key query's index rounds and record reads in one call (C: `c/query.c`),
-and its pure-Python twin `query_keys_py`.
+and its pure-Python twin `query_keys_py`; `query_message` (C: `c/query_message.c`, twin
+`query_message_py`): the same under the index service's lock, with the result object built.
 
-What it does is `store.lookups.query_message` but for the result object, with RocketMQ
+What `query_keys` does is `store.lookups.query_message` but for the lock and the result object, with RocketMQ
 4.9.7's rules (`IndexService.queryOffset` + `DefaultMessageStore.queryMessage`):
 
 1. at most 3 rounds; each walks the index files newest first: the newest file's end time and end
