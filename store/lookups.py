@@ -24,7 +24,7 @@ from store.consumequeue.batch.by_time import check_batch_boundary
 from store.errors import MessageNotFoundError, StoreClosedError
 from store.codec.properties import decode_properties
 from store.kernel.lookup import COMPILED as KERNEL_COMPILED
-from store.kernel.query import query_keys_fast, query_keys_py
+from store.kernel.query import query_message_fast, query_message_py
 
 BOUNDARIES = ("nearest", "lower", "upper")
 _unpack_int = struct.Struct(">i").unpack_from
@@ -122,23 +122,18 @@ class LookupsMixin:
             max_num = 1
         index = self.index_service
         cap = index.max_msgs_num_batch
-        # The rounds, the index walks, the reads and the check of the keys in one call
-        # (store.kernel.query), under the index service's lock as its queryOffset.
-        with index.lock:
-            args = (index.live_files, topic, key, cap if cap < max_num else max_num, begin_ms,
-                    end_ms, self.commit_log.mapped_files, _DECODERS)
-            answer = query_keys_fast(*args)
-            if answer is NotImplemented:           # the C asks its twin
-                answer = query_keys_py(*args)
-        # Hash collisions are dropped (a Java client checks the keys); like the broker, a message
-        # indexed twice (re-dispatch after a crash) is returned twice. The result is
-        # query_result(...), inlined (a key query's hottest Python).
-        messages, hits, last_ts, last_phy = answer
-        result = _new_object(QueryMessageResult)
-        result.__dict__.update(messages=messages, index_last_update_timestamp=last_ts,
-                               index_last_update_phy_offset=last_phy, truncated=hits >= max_num,
-                               collisions_filtered=hits - len(messages))
-        return result
+        # The rounds, the index walks, the reads, the check of the keys (hash collisions are
+        # dropped, as a Java client does; like the broker, a message indexed twice after a crash's
+        # re-dispatch is returned twice) and the result object in one call (store.kernel.query),
+        # under the index service's lock as its queryOffset.
+        answer = query_message_fast(index, topic, key, cap if cap < max_num else max_num, begin_ms,
+                                    end_ms, self.commit_log.mapped_files, _DECODERS,
+                                    QueryMessageResult, max_num)
+        if answer is NotImplemented:               # the C asks its twin
+            answer = query_message_py(index, topic, key, cap if cap < max_num else max_num,
+                                      begin_ms, end_ms, self.commit_log.mapped_files, _DECODERS,
+                                      QueryMessageResult, max_num)
+        return answer
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         batch = self._batch_queue(topic, queue_id)      # [5.x] batch topics: message offsets

@@ -1,7 +1,8 @@
 """`query_keys`: a whole key query's index rounds and record reads in one call (C: `c/query.c`),
-and its pure-Python twin `query_keys_py`.
+and its pure-Python twin `query_keys_py`; `query_message` (C: `c/query_message.c`, twin
+`query_message_py`): the same under the index service's lock, with the result object built.
 
-What it does is `store.lookups.query_message` but for the result object, with RocketMQ
+What `query_keys` does is `store.lookups.query_message` but for the lock and the result object, with RocketMQ
 4.9.7's rules (`IndexService.queryOffset` + `DefaultMessageStore.queryMessage`):
 
 1. at most 3 rounds; each walks the index files newest first: the newest file's end time and end
@@ -27,6 +28,8 @@ from store.kernel import _native
 from store.kernel.lookup import index_select, read_message
 
 _native_query_keys = getattr(_native, "query_keys", None)
+_native_query_message = getattr(_native, "query_message", None)
+_new_object = object.__new__
 _MASK32 = 0xFFFFFFFF
 _INT32_MIN_UNSIGNED = 0x80000000
 
@@ -98,9 +101,12 @@ def query_keys_py(index_files, topic: str, key: str, max_num: int, begin_ms: int
             mapped = find_file(phy_offset)
             if mapped is None or mapped.destroyed:
                 continue
-            record = read_message(mapped.buffer, phy_offset - mapped.file_from_offset,
-                                  mapped.read_position, record_type, decode_properties,
-                                  decode_message)
+            # mapped.buffer and mapped.read_position, read as the C reads them (its fields): the
+            # committed position with a write buffer (the transient store pool), else the wrote one
+            limit = (mapped.committed_position if mapped.write_buffer is not None
+                     else mapped.wrote_position)
+            record = read_message(mapped._map, phy_offset - mapped.file_from_offset, limit,
+                                  record_type, decode_properties, decode_message)
             if record is None:
                 continue
             if first_time is None:
@@ -113,6 +119,24 @@ def query_keys_py(index_files, topic: str, key: str, max_num: int, begin_ms: int
     # message indexed twice (re-dispatch after a crash) is returned twice.
     messages = [m for m in hits if m.topic == topic and _carries_key(m.properties, key)]
     return messages, len(hits), last_ts, last_phy
+
+
+def query_message_py(index_service, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int,
+                     mapped_files, decoders, result_type, truncate_at: int):
+    """`store.lookups.query_message`'s work after its argument checks: `query_keys_py` over
+    `index_service.live_files` with `index_service.lock` held (IndexService.queryOffset holds its
+    lock), then `object.__new__(result_type)` with the fields messages,
+    index_last_update_timestamp, index_last_update_phy_offset, truncated (hits >= truncate_at)
+    and collisions_filtered (hits that did not carry the key) set in that order (as its frozen
+    dataclass __init__ sets them, without its object.__setattr__ call per field)."""
+    with index_service.lock:
+        messages, hits, last_ts, last_phy = query_keys_py(
+            index_service.live_files, topic, key, max_num, begin_ms, end_ms, mapped_files, decoders)
+    result = _new_object(result_type)
+    result.__dict__.update(messages=messages, index_last_update_timestamp=last_ts,
+                           index_last_update_phy_offset=last_phy, truncated=hits >= truncate_at,
+                           collisions_filtered=hits - len(messages))
+    return result
 
 
 if _native_query_keys is not None:
@@ -130,4 +154,5 @@ else:
 # The C function itself when built (the caller runs the twin when it answers NotImplemented), else
 # the twin (which never does): one Python frame less on the hot path.
 query_keys_fast = _native_query_keys or query_keys_py
+query_message_fast = _native_query_message or query_message_py
 COMPILED = _native_query_keys is not None

@@ -21,7 +21,10 @@ from store.codec import msgid
 from store.codec.message import MessageRecord, decode_message, encode_message
 from store.codec.properties import decode_properties, encode_properties
 from store.errors import StoreClosedError
-from store.kernel.query import index_key_hash_py, query_keys_py
+import threading
+
+from store.api import QueryMessageResult
+from store.kernel.query import index_key_hash_py, query_keys_py, query_message_py
 from store.mappedfile.mapped_file_queue import MappedFileQueue
 
 EDGES = [0, 1, -1, 2**31 - 1, -2**31, 2**62, -2**62, 2**62 + 1, 2**63 - 1, -2**63, 2**64]
@@ -38,9 +41,12 @@ class FakeIndexFile:
         self.begin_timestamp, self.end_timestamp, self.end_phy_offset = begin_ms, end_ms, end_phy
         self.read_only = read_only
         self.refreshes = 0
+        self.refresh_fails = False
 
     def refresh(self):
         self.refreshes += 1
+        if self.refresh_fails:
+            raise OSError("index file header unreadable")
 
     def _require_map(self):
         if self._map is None:
@@ -51,9 +57,24 @@ class FakeIndexFile:
 class FakeSegment:
     """What query_keys reads of a commit-log MappedFile."""
 
-    def __init__(self, buffer, file_from_offset, file_size_bytes, read_position, destroyed):
-        self.buffer, self.file_from_offset, self.file_size_bytes = buffer, file_from_offset, file_size_bytes
-        self.read_position, self.destroyed = read_position, destroyed
+    def __init__(self, buffer, file_from_offset, file_size_bytes, read_position, destroyed,
+                 write_buffer=None):
+        self._map, self.file_from_offset, self.file_size_bytes = buffer, file_from_offset, file_size_bytes
+        self.destroyed, self.write_buffer = destroyed, write_buffer
+        # MappedFile's read_position: the committed position with a write buffer (the transient
+        # store pool; the wrote position is then ahead of it), else the wrote position
+        if write_buffer is not None:
+            self.committed_position, self.wrote_position = read_position, file_size_bytes
+        else:
+            self.committed_position, self.wrote_position = 0, read_position
+
+    @property
+    def buffer(self):
+        return self._map
+
+    @property
+    def read_position(self):
+        return self.committed_position if self.write_buffer is not None else self.wrote_position
 
     @property
     def file_end_offset(self):
@@ -78,7 +99,8 @@ def _segments(rng, key: str):
         position = 0
         from_offset = number * segment_bytes
         for n in range(rng.randrange(1, 12)):
-            keys = rng.choice([key, f"{key} other", "other", ""])
+            keys = rng.choice([key, f"{key} other", "other", "", f"x{key} {key}x", f"other  {key}",
+                               f" {key}", f"{key}{key} {key[:1]}"])
             props = {"KEYS": keys, "UNIQ_KEY": f"U{n}"} if keys else {"UNIQ_KEY": key}
             if rng.random() < 0.15:
                 props["X"] = "é" * rng.randrange(1, 4)
@@ -98,7 +120,8 @@ def _segments(rng, key: str):
             position += len(record)
         read_position = rng.choice([position, position, position - 5, 0, segment_bytes])
         files.append(FakeSegment(bytes(buf), from_offset, segment_bytes, read_position,
-                                 rng.random() < 0.05))
+                                 rng.random() < 0.05,
+                                 bytearray(8) if rng.random() < 0.3 else None))
     if len(files) > 2 and rng.random() < 0.2:
         del files[1]                           # a gap: find_file scans (the C asks)
     return FakeSegments(files, segment_bytes), records
@@ -128,7 +151,7 @@ def _index_file(rng, key_hash: int, records, read_only: bool):
 
 def make_args(rng) -> tuple:
     """One query_keys input (the arguments of both functions)."""
-    key = rng.choice(["k", "key-1", "ké", "\U0001F600", ""])
+    key = rng.choice(["k", "key-1", "ké", "\U0001F600", "", "k k", "\U0001F600é"])
     topic = rng.choice(["T", "T", "Té"])
     key_hash = index_key_hash_py(topic + "#" + key)
     segments, records = _segments(rng, key)
@@ -136,6 +159,8 @@ def make_args(rng) -> tuple:
              for _ in range(rng.choice([0, 1, 1, 2, 3]))]
     if files and rng.random() < 0.05:
         rng.choice(files)._map = None
+    if files and rng.random() < 0.03:
+        rng.choice(files).refresh_fails = True     # raised only by a read-only file's refresh()
     if files and rng.random() < 0.05:
         setattr(rng.choice(files), rng.choice(["begin_timestamp", "end_timestamp", "index_count"]),
                 rng.choice(EDGES))
@@ -162,4 +187,38 @@ def query_keys(fuzzer) -> bool:
     want = outcome(query_keys_py, *args)
     if got != want:
         raise fuzzer.disagreement(f"query_keys: C {got!r:.2000} twin {want!r:.2000}")
+    return True
+
+
+class FakeIndexService:
+    """What query_message reads of an IndexService: its lock and its live file list."""
+
+    def __init__(self, files):
+        self.lock = threading.RLock()
+        self.live_files = files
+
+
+def _fields(answer):
+    """An outcome with its result object as (type, its instance dict's items in order)."""
+    if answer[0] == "ok" and answer[1] is not NotImplemented:
+        return ("ok", type(answer[1]), list(vars(answer[1]).items()))
+    return answer
+
+
+def query_message(fuzzer) -> bool:
+    """One query_message input (query_keys' under a fake index service, a truncate_at); True when
+    it was compared with the twin. The lock must be free again after both, raised or not."""
+    args = make_args(fuzzer.rng)
+    service = FakeIndexService(args[0])
+    truncate_at = fuzzer.rng.choice([args[3], 1, 2**63])
+    full = (service,) + args[1:] + (QueryMessageResult, truncate_at)
+    fuzzer.last_input = {"target": "query_message", "args": repr(args[1:6] + (truncate_at,))}
+    got = _fields(outcome(fuzzer.native.query_message, *full))
+    if service.lock._is_owned():
+        raise fuzzer.disagreement("query_message: the C left the index lock held")
+    if got == ("ok", NotImplemented):
+        return False
+    want = _fields(outcome(query_message_py, *full))
+    if got != want:
+        raise fuzzer.disagreement(f"query_message: C {got!r:.2000} twin {want!r:.2000}")
     return True

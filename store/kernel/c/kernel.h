@@ -19,6 +19,7 @@
  * | columns.c | decode_columns: the pipeline's columns of many scan rows, Arrow-style buffers;  |
  * |           | walk_headers: record starts by TOTALSIZE alone (the pipeline's split planning)  |
  * | query.c   | query_keys: a key query's index rounds and record reads in one call       |
+ * | query_message.c | query_message: query_keys under the index lock, its result object built |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
@@ -152,6 +153,12 @@ extern const char rmq_pull_unfiltered_doc[];
 /* query.c */
 PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_query_keys_doc[];
+#define RMQ_QUERY_ASK 1     /* rmq_query_run: the twin answers */
+int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hits_out,
+                  int64_t *last_ts_out, int64_t *last_phy_out);
+/* query_message.c */
+PyObject *rmq_query_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_query_message_doc[];
 extern const char rmq_decode_records_doc[];
 PyObject *rmq_tags_codes(PyObject *self, PyObject *args);
 PyObject *rmq_index_put(PyObject *self, PyObject *args);

@@ -230,7 +230,7 @@ PyObject *rmq_cq_search_nearest(PyObject *self, PyObject *const *args, Py_ssize_
     PyObject *result = NULL;
     int none = 0;
     while (high >= low) {
-        int64_t mid = (low + high) >> 1;     /* floor, as Python's // */
+        int64_t mid = (low >> 1) + (high >> 1) + (low & high & 1);   /* (low + high) // 2, no overflow */
         if (mid < 0 || mid > (units.len - 12) / CQ_UNIT_BYTES || units.len < 12) {
             cache_release(&s);
             PyBuffer_Release(&units);

@@ -23,26 +23,28 @@
 #define SLOT_BYTES 4
 #define ENTRY_BYTES 20
 #define MAX_WALK (1 << 20)          /* max_num above this: the twin answers */
-#define ASK 1
+#define ASK RMQ_QUERY_ASK
 #define ASK_KEY 2                   /* carries_key's "ask" (1 there is "carries") */
 
 static PyObject *s_read_only, *s_map, *s_slots, *s_max_index, *s_count, *s_begin, *s_end,
-    *s_end_phy, *s_files, *s_file_size, *s_from, *s_destroyed, *s_buffer, *s_read_position,
-    *s_store_timestamp, *s_refresh, *s_topic, *s_properties, *s_uniq_key, *s_keys, *s_space;
+    *s_end_phy, *s_files, *s_file_size, *s_from, *s_destroyed, *s_buffer,
+    *s_store_timestamp, *s_refresh, *s_topic, *s_properties, *s_uniq_key, *s_keys,
+    *s_write_buffer, *s_committed, *s_wrote;
 
 static int intern_names(void)
 {
-    if (s_space != NULL)
+    if (s_keys != NULL)
         return 0;
 #define I(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
     I(s_read_only, "read_only"); I(s_map, "_map"); I(s_slots, "max_hash_slot_num");
     I(s_max_index, "max_index_num"); I(s_count, "index_count"); I(s_begin, "begin_timestamp");
     I(s_end, "end_timestamp"); I(s_end_phy, "end_phy_offset"); I(s_files, "files");
     I(s_file_size, "file_size_bytes"); I(s_from, "file_from_offset"); I(s_destroyed, "destroyed");
-    I(s_buffer, "buffer"); I(s_read_position, "read_position");
+    I(s_buffer, "_map"); I(s_write_buffer, "write_buffer");
+    I(s_committed, "committed_position"); I(s_wrote, "wrote_position");
     I(s_store_timestamp, "store_timestamp"); I(s_refresh, "refresh");
     I(s_topic, "topic"); I(s_properties, "properties"); I(s_uniq_key, "UNIQ_KEY");
-    I(s_keys, "KEYS"); I(s_space, " ");
+    I(s_keys, "KEYS");
 #undef I
     return 0;
 }
@@ -66,6 +68,28 @@ static int attr_small(PyObject *obj, PyObject *name, int64_t *out)
     }
     Py_DECREF(value);
     return got;
+}
+
+/* A hint, no answer depends on it: the hash slot of key_hash in index_file's map requested from
+ * memory (the first of a query's three dependent cache misses) while the query reads its Python
+ * attributes. No pointer is kept (a prefetch of an address unmapped since does not fault); whatever
+ * fails is cleared here and met again, and raised, where the query reads it. */
+static void prefetch_slot(PyObject *index_file, int64_t key_hash)
+{
+    int64_t slots;
+    PyObject *map = NULL;
+    Py_buffer view;
+    if (attr_small(index_file, s_slots, &slots) == 0 && slots > 0 && slots <= (1LL << 40)
+            && (map = PyObject_GetAttr(index_file, s_map)) != NULL && map != Py_None
+            && PyObject_GetBuffer(map, &view, PyBUF_SIMPLE) == 0) {
+        int64_t slot_pos = HEADER_BYTES + (key_hash % slots) * SLOT_BYTES;
+        if (slot_pos < view.len)
+            __builtin_prefetch((const char *)view.buf + slot_pos);
+        PyBuffer_Release(&view);
+    }
+    Py_XDECREF(map);
+    if (PyErr_Occurred())
+        PyErr_Clear();
 }
 
 /* One index file's chain walk (lookup.c's index_select, into an array). 0, or ASK. */
@@ -175,10 +199,11 @@ static int compare_int64(const void *a, const void *b)
 
 /* 1 when segment `mapped` holds phy_offset (file_from_offset <= phy_offset < its end), 0 when
  * not, ASK or -1 as attr_small. */
-static int holds(PyObject *mapped, int64_t phy_offset)
+static int holds(PyObject *mapped, int64_t phy_offset, int64_t *from_out)
 {
-    int64_t from, size;
+    int64_t from = 0, size = 0;
     int got = attr_small(mapped, s_from, &from);
+    *from_out = from;
     if (got == 0)
         got = attr_small(mapped, s_file_size, &size);
     if (got != 0)
@@ -187,8 +212,9 @@ static int holds(PyObject *mapped, int64_t phy_offset)
 }
 
 /* MappedFileQueue.find_file(phy_offset) over `segments` (its files): a new reference to the
- * segment, Py_None when none holds it, or NULL with *got = ASK or -1. */
-static PyObject *find_segment(PyObject *segments, int64_t segment_bytes, int64_t phy_offset, int *got)
+ * segment (*from: its file_from_offset), Py_None when none holds it, or NULL with *got = ASK or -1. */
+static PyObject *find_segment(PyObject *segments, int64_t segment_bytes, int64_t phy_offset, int *got,
+                              int64_t *from)
 {
     *got = 0;
     if (PyList_GET_SIZE(segments) == 0)
@@ -203,7 +229,7 @@ static PyObject *find_segment(PyObject *segments, int64_t segment_bytes, int64_t
         if (k == -1 && (index < 0 || index >= PyList_GET_SIZE(segments)))
             continue;
         PyObject *candidate = Py_NewRef(PyList_GET_ITEM(segments, k == -1 ? index : k));
-        int hit = holds(candidate, phy_offset);
+        int hit = holds(candidate, phy_offset, from);
         if (hit == 1)
             return candidate;
         Py_DECREF(candidate);
@@ -220,7 +246,8 @@ static PyObject *find_segment(PyObject *segments, int64_t segment_bytes, int64_t
 static PyObject *read_one(PyObject *segments, int64_t segment_bytes, int64_t phy_offset,
                           rmq_decoder *decoder, int *got)
 {
-    PyObject *mapped = find_segment(segments, segment_bytes, phy_offset, got);
+    int64_t from, limit;
+    PyObject *mapped = find_segment(segments, segment_bytes, phy_offset, got, &from);
     if (mapped == NULL || mapped == Py_None)
         return mapped;
     PyObject *result = NULL, *buffer = NULL;
@@ -232,14 +259,21 @@ static PyObject *read_one(PyObject *segments, int64_t segment_bytes, int64_t phy
         result = truth < 0 ? NULL : Py_NewRef(Py_None);
         goto done;
     }
-    int64_t from, limit;
     buffer = PyObject_GetAttr(mapped, s_buffer);
     if (buffer == NULL) {
         *got = -1;
         goto done;
     }
-    if ((*got = attr_small(mapped, s_from, &from)) != 0 ||
-            (*got = attr_small(mapped, s_read_position, &limit)) != 0)
+    /* read_position without the property's call (MappedFileQueue.end_and_file does the same):
+     * the committed position with a write buffer (the transient store pool), else the wrote one */
+    PyObject *write_buffer = PyObject_GetAttr(mapped, s_write_buffer);
+    if (write_buffer == NULL) {
+        *got = -1;
+        goto done;
+    }
+    PyObject *position_name = write_buffer != Py_None ? s_committed : s_wrote;
+    Py_DECREF(write_buffer);
+    if ((*got = attr_small(mapped, position_name, &limit)) != 0)
         goto done;
     Py_buffer view;
     if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) {
@@ -267,6 +301,30 @@ done:
     Py_XDECREF(buffer);
     Py_DECREF(mapped);
     return result;
+}
+
+/* key in keys.split(" ") for str keys and key, both not empty, without the list: an occurrence of
+ * key between the start or a space and a space or the end (a key with a space is no token). 1, 0,
+ * or -1 with an exception. */
+static int among_tokens(PyObject *keys, PyObject *key)
+{
+    Py_ssize_t length = PyUnicode_GET_LENGTH(keys), key_length = PyUnicode_GET_LENGTH(key);
+    Py_ssize_t space = PyUnicode_FindChar(key, ' ', 0, key_length, 1);
+    if (space != -1)
+        return space == -2 ? -1 : 0;
+    int kind = PyUnicode_KIND(keys);
+    const void *data = PyUnicode_DATA(keys);
+    for (Py_ssize_t start = 0; start <= length - key_length;) {
+        Py_ssize_t at = PyUnicode_Find(keys, key, start, length, 1);
+        if (at < 0)
+            return at == -1 ? 0 : -1;
+        Py_ssize_t end = at + key_length;
+        if ((at == 0 || PyUnicode_READ(kind, data, at - 1) == ' ')
+                && (end == length || PyUnicode_READ(kind, data, end) == ' '))
+            return 1;
+        start = at + 1;
+    }
+    return 0;
 }
 
 /* 1 when the decoded record is of `topic` and carries `key` (store.lookups' check: key is its
@@ -298,9 +356,7 @@ static int carries_key(PyObject *record, PyObject *topic, PyObject *key)
             else if (PyUnicode_GET_LENGTH(keys) == 0 || PyUnicode_GET_LENGTH(key) == 0)
                 answer = 0;
             else {
-                PyObject *tokens = PyUnicode_Split(keys, s_space, -1);
-                answer = tokens == NULL ? -1 : PySequence_Contains(tokens, key);
-                Py_XDECREF(tokens);
+                answer = among_tokens(keys, key);
             }
         }
     }
@@ -308,10 +364,35 @@ static int carries_key(PyObject *record, PyObject *topic, PyObject *key)
     return answer;
 }
 
-/* The key's hash as IndexFile stores it: abs(String.hashCode), 0 for Integer.MIN_VALUE. */
-static int64_t key_hash_of(PyObject *key_string)
+/* Java String.hashCode continued from h over text's UTF-16 units (hash.c's rmq_java_hash from 0). */
+static uint32_t java_hash_from(uint32_t h, PyObject *text)
 {
-    int32_t h = (int32_t)rmq_java_hash(key_string);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        for (Py_ssize_t k = 0; k < len; k++)
+            h = 31 * h + ((const Py_UCS1 *)data)[k];
+        return h;
+    }
+    for (Py_ssize_t k = 0; k < len; k++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, k);
+        if (c >= 0x10000) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31 * h + c;
+        }
+    }
+    return h;
+}
+
+/* The hash of topic + "#" + key (IndexService.buildKey) as IndexFile stores it: abs(String.hashCode),
+ * 0 for Integer.MIN_VALUE; the key string is not built. */
+static int64_t key_hash_of(PyObject *topic, PyObject *key)
+{
+    int32_t h = (int32_t)java_hash_from(31 * java_hash_from(0, topic) + '#', key);
     if (h == INT32_MIN)
         return 0;
     return h < 0 ? -(int64_t)h : h;
@@ -327,58 +408,59 @@ const char rmq_query_keys_doc[] = (
 "are those of `topic` that carry `key`, `hits` how many were read. NotImplemented: the twin answers\n"
 "(see c/query.c).");
 
-PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* query_keys' work for args = (index_files, topic, key, max_num, begin_ms, end_ms, mapped_files,
+ * decoders): 0 with *messages (a new list), *hits, *last_ts, *last_phy set; RMQ_QUERY_ASK (the twin
+ * answers); -1 with an exception. Shared with query_message.c. */
+int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hits_out,
+                  int64_t *last_ts_out, int64_t *last_phy_out)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "query_keys takes 8 arguments");
-        return NULL;
-    }
     if (intern_names() < 0)
-        return NULL;
+        return -1;
     PyObject *files = args[0], *topic = args[1], *key = args[2], *decoders = args[7];
     long long v[3];
     for (int k = 0; k < 3; k++) {
         if (!PyLong_Check(args[k + 3]))
-            Py_RETURN_NOTIMPLEMENTED;
+            return ASK;
         int overflow = 0;
         v[k] = PyLong_AsLongLongAndOverflow(args[k + 3], &overflow);
         if (v[k] == -1 && PyErr_Occurred())
-            return NULL;
+            return -1;
         if (overflow)
-            Py_RETURN_NOTIMPLEMENTED;
+            return ASK;
     }
     int64_t max_num = v[0], begin_ms = v[1], end_ms = v[2];
     if (!PyList_Check(files) || !PyUnicode_CheckExact(topic) || !PyUnicode_CheckExact(key)
             || max_num > MAX_WALK || !PyTuple_Check(decoders) || PyTuple_GET_SIZE(decoders) != 4)
-        Py_RETURN_NOTIMPLEMENTED;
+        return ASK;
     if (rmq_decoders_check(PyTuple_GET_ITEM(decoders, 0)) < 0) {
         PyErr_Clear();
-        Py_RETURN_NOTIMPLEMENTED;
+        return ASK;
     }
     rmq_decoder decoder = {PyTuple_GET_ITEM(decoders, 1), PyTuple_GET_ITEM(decoders, 2),
                            PyTuple_GET_ITEM(decoders, 3), {0}, {NULL}};
-    int64_t key_hash;
-    PyObject *key_string = PyUnicode_FromFormat("%U#%U", topic, key);     /* IndexService.buildKey */
-    if (key_string == NULL)
-        return NULL;
-    key_hash = key_hash_of(key_string);
-    Py_DECREF(key_string);
+    int64_t key_hash = key_hash_of(topic, key);
+    if (PyList_GET_SIZE(files) > 0) {                      /* the newest file is walked first */
+        PyObject *newest = Py_NewRef(PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1));
+        prefetch_slot(newest, key_hash);
+        Py_DECREF(newest);
+    }
     int64_t segment_bytes;
     int got = attr_small(args[6], s_file_size, &segment_bytes);
-    if (got < 0)
-        return NULL;
-    PyObject *segments = got == 0 ? PyObject_GetAttr(args[6], s_files) : NULL;
-    if (got == 0 && segments == NULL)
-        return NULL;
-    if (got != 0 || !PyList_Check(segments) || segment_bytes <= 0) {
-        Py_XDECREF(segments);
-        Py_RETURN_NOTIMPLEMENTED;
+    if (got != 0)
+        return got;
+    PyObject *segments = PyObject_GetAttr(args[6], s_files);
+    if (segments == NULL)
+        return -1;
+    if (!PyList_Check(segments) || segment_bytes <= 0) {
+        Py_DECREF(segments);
+        return ASK;
     }
     int64_t *offsets = PyMem_Malloc(sizeof(int64_t) * (size_t)(max_num > 0 ? max_num : 1));
-    PyObject *hits = PyList_New(0), *messages = NULL, *result = NULL;
+    PyObject *hits = PyList_New(0), *messages = NULL;
+    got = -1;
     if (offsets == NULL || hits == NULL) {
         PyErr_NoMemory();
-        goto fail;
+        goto done;
     }
     int64_t last_ts = 0, last_phy = 0, round_end = end_ms;
     for (int round = 0; round < 3; round++) {
@@ -386,7 +468,7 @@ PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         got = query_offsets(files, key_hash, max_num, begin_ms, round_end, offsets, &n, &last_ts,
                             &last_phy);
         if (got != 0)
-            goto ask_or_fail;
+            goto done;
         if (n == 0)
             break;
         if (n > 1)
@@ -396,54 +478,76 @@ PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *record = read_one(segments, segment_bytes, offsets[i], &decoder, &got);
             if (record == NULL)
-                goto ask_or_fail;
+                goto done;
             if (record == Py_None) {
                 Py_DECREF(record);
                 continue;
             }
             if (!have_first) {
-                int timed = attr_small(record, s_store_timestamp, &first_time);
-                if (timed != 0) {
+                got = attr_small(record, s_store_timestamp, &first_time);
+                if (got != 0) {
                     Py_DECREF(record);
-                    got = timed;
-                    goto ask_or_fail;
+                    goto done;
                 }
                 have_first = 1;
             }
             int appended = PyList_Append(hits, record);
             Py_DECREF(record);
-            if (appended < 0)
-                goto fail;
+            if (appended < 0) {
+                got = -1;
+                goto done;
+            }
         }
         if (PyList_GET_SIZE(hits) > 0 || !have_first || first_time < begin_ms)
             break;
         round_end = first_time;
     }
     /* A Java client drops hash collisions by checking the keys (store.lookups' check). */
-    messages = PyList_New(0);
-    if (messages == NULL)
-        goto fail;
+    got = -1;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(hits); i++) {
         PyObject *record = PyList_GET_ITEM(hits, i);
         int carries = carries_key(record, topic, key);
         if (carries != 0 && carries != 1) {
             got = carries == ASK_KEY ? ASK : -1;
-            goto ask_or_fail;
+            goto done;
         }
-        if (carries && PyList_Append(messages, record) < 0)
-            goto fail;
+        if (messages == NULL && !carries) {            /* the first collision: the carriers so far */
+            if ((messages = PyList_GetSlice(hits, 0, i)) == NULL)
+                goto done;
+        } else if (messages != NULL && carries && PyList_Append(messages, record) < 0) {
+            goto done;
+        }
     }
-    result = Py_BuildValue("(OnLL)", messages, PyList_GET_SIZE(hits), (long long)last_ts,
-                           (long long)last_phy);
-    goto fail;     /* the common exit: release what is held */
-ask_or_fail:
-    if (got == ASK)
-        result = Py_NewRef(Py_NotImplemented);
-fail:
+    if (messages == NULL)                              /* no collision: the hits are the messages */
+        messages = Py_NewRef(hits);
+    *messages_out = Py_NewRef(messages);
+    *hits_out = PyList_GET_SIZE(hits);
+    *last_ts_out = last_ts;
+    *last_phy_out = last_phy;
+    got = 0;
+done:
     rmq_decoder_clear(&decoder);
     PyMem_Free(offsets);
     Py_XDECREF(hits);
     Py_XDECREF(messages);
     Py_DECREF(segments);
+    return got;
+}
+
+PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "query_keys takes 8 arguments");
+        return NULL;
+    }
+    PyObject *messages;
+    Py_ssize_t hits;
+    int64_t last_ts, last_phy;
+    int got = rmq_query_run(args, &messages, &hits, &last_ts, &last_phy);
+    if (got != 0)
+        return got == ASK ? Py_NewRef(Py_NotImplemented) : NULL;
+    PyObject *result = Py_BuildValue("(OnLL)", messages, hits, (long long)last_ts,
+                                     (long long)last_phy);
+    Py_DECREF(messages);
     return result;
 }
