@@ -33,6 +33,23 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
     decides (from the start, so every status and refusal is its own)."""
     if not 0 < max_msg_nums < SMALL_WINDOW_UNITS or pull_unfiltered is None:
         return None
+    form = 2 if decode is True else 1 if decode == "view" else 0
+    in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
+    pull_direct = getattr(consume_queues, "pull_direct", None)
+    if pull_direct is not None:     # the whole pull in one C call (store.kernel.pull_window)
+        mapped_files = commit_log.mapped_files
+        got = pull_direct(topic, queue_id, queue_offset, (
+            _topic_bytes(topic), mapped_files.files, mapped_files.file_size_bytes, max_msg_nums,
+            limits.max_transfer_bytes_in_memory, limits.max_transfer_count_in_memory,
+            limits.max_transfer_bytes_in_disk, limits.max_transfer_count_in_disk,
+            in_memory_bytes, form, _DECODERS))
+        if got is not None:
+            records = got[4]
+            if form == 2 and got[6] and \
+                    [message.topic for message in records].count(topic) != len(records):
+                return None
+            return GetMessageResult(GetMessageStatus.FOUND, queue_offset + got[2], got[0], got[1],
+                                    records, (got[5] - got[3]) > in_memory_bytes)
     pull_window = getattr(consume_queues, "pull_window", None)
     # The window get_message reads without a filter: max_msg_nums + 1 units.
     window = pull_window(topic, queue_id, queue_offset, max_msg_nums + 1) \
@@ -46,11 +63,9 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
     if mapped is None or mapped.destroyed:
         return None
     trusted = len(window) > 3 and queue_offset >= window[3]
-    form = 2 if decode is True else 1 if decode == "view" else 0
     topic_bytes = None
     if not trusted and form != 2:
         topic_bytes = _topic_bytes(topic)
-    in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
     got = pull_unfiltered(
         data, max_msg_nums, limits.max_transfer_bytes_in_memory,
         limits.max_transfer_count_in_memory, limits.max_transfer_bytes_in_disk,

@@ -22,6 +22,7 @@ from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_bou
 from store.consumequeue.file.consume_queue import FileConsumeQueue
 from store.consumequeue.file.time_search import nearest_offset_by_time
 from store.errors import ReadOnlyStoreError
+from store.kernel.pull_window import pull_window as _pull_window
 from store.mappedfile.mapped_file import fsync_directory
 from store.mappedfile.mapped_file import OS_PAGE_SIZE
 
@@ -271,6 +272,20 @@ class FileConsumeQueueStore:
             if queue is self._most_recent:
                 return queue.pull_window_untouched(queue_offset, max_units)
             return queue.pull_window(queue_offset, max_units)
+
+    def pull_direct(self, topic: str, queue_id: int, queue_offset: int, rest: tuple):
+        """An unfiltered pull in one native call (`store.kernel.pull_window`, `rest` its arguments
+        from `topic_bytes` on) under the lock, on the queue touched last while it is mapped (no LRU
+        touch is due then); None for any other queue or whenever the call says None."""
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            return None
+        with self._lock:
+            files = queue._mapped_files
+            if queue is not self._most_recent or files is None:
+                return None
+            return _pull_window(files.files, files.file_size_bytes, queue.min_logic_offset,
+                                queue.trusted_from, queue_offset, queue_id, *rest)
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int,
                                     boundary: str, store_time_of: StoreTimeOf) -> int:

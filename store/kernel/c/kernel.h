@@ -149,6 +149,9 @@ int rmq_is_ascii(const unsigned char *p, Py_ssize_t n);
 PyObject *rmq_ascii_properties(const unsigned char *p, Py_ssize_t n);
 PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_pull_unfiltered_doc[];
+/* pull_window.c */
+PyObject *rmq_pull_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_pull_window_doc[];
 /* query.c */
 PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_query_keys_doc[];
