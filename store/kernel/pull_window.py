@@ -25,7 +25,7 @@ _INT64_MAX = (1 << 63) - 1
 
 
 def _int64(value) -> bool:
-    return type(value) is int and -(1 << 63) <= value <= _INT64_MAX
+    return isinstance(value, int) and -(1 << 63) <= value <= _INT64_MAX
 
 
 def _read_position(mapped):
@@ -62,12 +62,14 @@ def _locate(files, file_size: int, offset: int):
 
 def pull_window_twin(cq_files, cq_file_size, min_logic_offset, trusted_from, queue_offset,
                      queue_id, topic_bytes, cl_files, cl_file_size, max_msg_nums, mem_bytes,
-                     mem_count, disk_bytes, disk_count, in_memory_bytes, form, decoders):
-    """The C's steps in Python (see the module's docstring)."""
-    if pull_unfiltered is None:
+                     mem_count, disk_bytes, disk_count, in_memory_bytes, form, decoders, *,
+                     unfiltered=pull_unfiltered):
+    """The C's steps in Python (see the module's docstring); `unfiltered`: the pull_unfiltered
+    it ends in (the fuzz driver passes its sanitized build's)."""
+    if unfiltered is None:
         return None
     if not all(_int64(v) for v in (cq_file_size, min_logic_offset, trusted_from, queue_offset,
-                                   cl_file_size, max_msg_nums)) or type(form) is not int:
+                                   cl_file_size, max_msg_nums)) or not isinstance(form, int):
         return None
     if not 0 < max_msg_nums < MAX_WINDOW or queue_offset < 0 or \
             queue_offset > _INT64_MAX // CQ_UNIT or min_logic_offset < 0:
@@ -94,7 +96,7 @@ def pull_window_twin(cq_files, cq_file_size, min_logic_offset, trusted_from, que
         return None
     commit_log_max, cl_segment, cl_read, cl_base = found
     checked = queue_offset < trusted_from
-    got = pull_unfiltered(
+    got = unfiltered(
         data, max_msg_nums, mem_bytes, mem_count, disk_bytes, disk_count, None, commit_log_max,
         in_memory_bytes, cl_segment._map, cl_base, cl_read, form,
         queue_id if checked else None, queue_offset,

@@ -1,0 +1,124 @@
+"""`pull_window` (store/kernel/c/pull_window.c) against its twin and against the path it shortcuts.
+
+Call level: tests/kernel_fuzz/pull_window_target.py's random calls, C against the twin. Store level:
+every pull with the one-call path on and off gives the same GetMessageResult and leaves the consume
+queues' LRU in the same order, the C and the twin answer alike on each of the store's calls, and the
+one-call path answers the common pulls (else it is dead weight).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import random
+
+import pytest
+
+from store import Message, MessageStore
+from store import kernel
+from store.consumequeue.file import queue_store
+from store.kernel.pull_window import pull_window_twin
+from tests.engine_util import small_config
+from tests.kernel_fuzz import pull_window_target
+from tests.kernel_fuzz.edges import outcome
+from tests.test_kernel_pull import _comparable, _fill
+
+needs_native = pytest.mark.skipif(not kernel.COMPILED, reason="the C kernel is not built")
+CORPUS_DIR = os.path.join(os.path.dirname(__file__), "data", "kernel_corpus")
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(4))
+def test_random_calls_match_the_twin(seed):
+    rng = random.Random(seed)
+    seeds, starts = [], []
+    for path in sorted(glob.glob(os.path.join(CORPUS_DIR, "*.bin"))):
+        data = open(path, "rb").read()
+        out = kernel.scan_buffer(64)
+        count = kernel._native.scan(data, 0, len(data), True, out)[0]
+        seeds.append(data)
+        starts.append(out[:count, kernel.COL["pos"]].tolist() or [0])
+
+    def mutate(index):
+        data = bytearray(seeds[index])
+        for _ in range(rng.randrange(1, 4)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        return bytes(data)
+    answered = 0
+    for _ in range(1500):
+        args = pull_window_target.make_args(rng, seeds, starts, mutate)
+        problem, got = pull_window_target.check(kernel._native, args, outcome)
+        assert problem is None, problem
+        answered += got
+    assert answered > 150
+
+
+def _pull(store, use_window, calls, *args, **kwargs):
+    real = queue_store._pull_window
+
+    def both(*call):     # the C and its twin on the store's own arguments
+        got = real(*call)
+        twin = pull_window_twin(*call)
+        assert pull_window_target.comparable(("ok", got)) == \
+            pull_window_target.comparable(("ok", twin))
+        calls.append(got is not None)
+        return got
+    queue_store._pull_window = both if use_window else (lambda *call: None)
+    try:
+        result = _comparable(store.get_message(*args, **kwargs))
+    finally:
+        queue_store._pull_window = real
+    return result, list(store.consume_queues._mapped)
+
+
+@needs_native
+@pytest.mark.parametrize("reopen", [False, True])
+@pytest.mark.parametrize("max_mapped", [1, 64])
+def test_store_pulls_are_the_previous_paths(tmp_path, reopen, max_mapped):
+    """Units dispatched by this process (trusted) or loaded from disk (checked); CQ and commit-log
+    segments rolled (small_config); one queue mapped at a time or all."""
+    config = small_config(tmp_path / "store")
+    if reopen:
+        with MessageStore.open(config) as store:
+            _fill(store, 300, 3)
+    calls = []
+    with MessageStore.open(config) as store:
+        store.consume_queues.max_mapped_queues = max_mapped
+        if not reopen:
+            _fill(store, 300, 3)
+        _fill(store, 30, 3)
+        for decode in (True, False, "view"):
+            for queue_id in (0, 1, 0, 2, 7):
+                for offset in (0, 1, 33, 99, 100, 109, 110, 200, -1):
+                    for max_msg_nums in (1, 2, 32, 63, 64):
+                        args = ("g", "T", queue_id, offset, max_msg_nums)
+                        with_window = _pull(store, True, calls, *args, decode=decode)
+                        without = _pull(store, False, [], *args, decode=decode)
+                        assert with_window == without, args
+                        again = _pull(store, True, calls, *args, decode=decode)
+                        assert again == with_window, args
+    assert calls.count(True) > 100 and calls.count(False) > 10
+
+
+@needs_native
+def test_a_queue_not_touched_last_takes_the_full_path(tmp_path):
+    """Only the queue at the LRU's end is pulled in one call: another one is touched first."""
+    with MessageStore.open(small_config(tmp_path / "store")) as store:
+        _fill(store, 40, 2)
+        cq = store.consume_queues
+        assert cq.pull_window("T", 1, 0, 2)[2] is not None     # queue 1 is the MRU
+        rest = (b"T", store.commit_log.mapped_files.files,
+                store.commit_log.mapped_files.file_size_bytes, 4, 1 << 20, 32, 1 << 20, 32,
+                1 << 40, 0, None)
+        assert cq.pull_direct("T", 0, 0, rest) is None
+        assert cq.pull_direct("nope", 0, 0, rest) is None
+        got = cq.pull_direct("T", 1, 0, rest)
+        assert got is not None and got[2] == 4 and got[:2] == (0, 20) and not got[6]
+        assert [bytes(r) for r in got[4]] == [bytes(m) for m in store.get_message(
+            "g", "T", 1, 0, 4, decode=False).messages]
+        assert cq.pull_direct("T", 1, 20, rest) is None          # at the max offset
+        cq.queue("T", 1)._mapped_files.files[0].destroyed = True
+        try:
+            assert cq.pull_direct("T", 1, 0, rest) is None       # a destroyed segment
+        finally:
+            cq.queue("T", 1)._mapped_files.files[0].destroyed = False
