@@ -175,10 +175,11 @@ PyObject *rmq_pull_window(PyObject *self, PyObject *const *args, Py_ssize_t narg
     int64_t min_offset = min_logic / CQ_UNIT, max_offset = floor_div(cq_end, CQ_UNIT);
     if (queue_offset < min_offset || queue_offset >= max_offset || cq_offset < min_logic)
         Py_RETURN_NONE;
-    int64_t position = cq_offset - cq_base;
-    int64_t readable_units = floor_div(cq_read - position, CQ_UNIT);
-    if (readable_units <= 0)
+    int64_t position = (int64_t)((__int128)cq_offset - cq_base);   /* < the segment's size */
+    __int128 readable_bytes = (__int128)cq_read - position;
+    if (readable_bytes < CQ_UNIT)         /* (cq_read - position) // 20 <= 0 */
         Py_RETURN_NONE;
+    int64_t readable_units = (int64_t)(readable_bytes / CQ_UNIT);
     int64_t count = max_offset - queue_offset;
     if (max_msg_nums + 1 < count)
         count = max_msg_nums + 1;
