@@ -95,14 +95,22 @@ static int locate(PyObject *files, int64_t file_size, int64_t offset, int64_t *e
         attr_int64(last, s_from, &last_from) < 0 || last_from > INT64_MAX - position)
         return -1;
     *end = last_from + position;
-    if (attr_int64(PyList_GET_ITEM(files, 0), s_from, &first_from) < 0)
+    PyObject *first = PyList_GET_ITEM(files, 0);
+    if (first == last)          /* one segment: its start is read already */
+        first_from = last_from;
+    else if (attr_int64(first, s_from, &first_from) < 0)
         return -1;
     __int128 delta = (__int128)offset - first_from;
     if (delta < 0 || delta / file_size >= n)
         return -1;
     PyObject *candidate = PyList_GET_ITEM(files, (Py_ssize_t)(delta / file_size));
-    if (attr_int64(candidate, s_from, &start) < 0 || attr_int64(candidate, s_size, &size) < 0 ||
-        offset < start || (__int128)offset >= (__int128)start + size)
+    if (candidate == last)
+        start = last_from;
+    else if (candidate == first)
+        start = first_from;
+    else if (attr_int64(candidate, s_from, &start) < 0)
+        return -1;
+    if (attr_int64(candidate, s_size, &size) < 0 || offset < start || (__int128)offset >= (__int128)start + size)
         return -1;
     if (candidate == last)
         *readable = position;
