@@ -122,3 +122,45 @@ def test_a_queue_not_touched_last_takes_the_full_path(tmp_path):
             assert cq.pull_direct("T", 1, 0, rest) is None       # a destroyed segment
         finally:
             cq.queue("T", 1)._mapped_files.files[0].destroyed = False
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_twin_hands_pull_unfiltered_what_the_python_steps_find(tmp_path, reopen):
+    """The twin's window, segment, ends and check arguments are those of
+    `FileConsumeQueue.pull_window` and `MappedFileQueue.end_and_file` (runs without the C too)."""
+    config = small_config(tmp_path / "store")
+    if reopen:
+        with MessageStore.open(config) as store:
+            _fill(store, 300, 3)
+    with MessageStore.open(config) as store:
+        if not reopen:
+            _fill(store, 300, 3)
+        mapped_files = store.commit_log.mapped_files
+        seen = 0
+        for queue_id in (0, 1, 2):
+            queue = store.consume_queues.queue("T", queue_id)
+            for offset in (-1, 0, 1, 33, 98, 99, 100, 101):
+                for max_msg_nums in (1, 7, 32, 63, 64):
+                    for form in (0, 1, 2):
+                        calls = []
+                        files = queue.mapped_files
+                        got = pull_window_twin(
+                            files.files, files.file_size_bytes, queue.min_logic_offset,
+                            queue.trusted_from, offset, queue_id, b"T", mapped_files.files,
+                            mapped_files.file_size_bytes, max_msg_nums, 1, 2, 3, 4, 5, form, "d",
+                            unfiltered=lambda *call: calls.append(call) or (1, 7, ["r"]))
+                        low, high, data, trusted_from = queue.pull_window(offset, max_msg_nums + 1)
+                        if not 0 < max_msg_nums < 64 or data is None or not low <= offset < high:
+                            assert got is None and calls == []
+                            continue
+                        end, mapped, readable, buffer = mapped_files.end_and_file(
+                            int.from_bytes(data[:8], "big", signed=True))
+                        checked = offset < trusted_from
+                        assert got == (low, high, 1, 7, ["r"], end, checked)
+                        assert len(calls) == 1 and calls[0][9] is buffer
+                        assert calls[0][:9] + calls[0][10:] == (
+                            data, max_msg_nums, 1, 2, 3, 4, None, end, 5, mapped.file_from_offset,
+                            readable, form, queue_id if checked else None, offset,
+                            b"T" if checked and form != 2 else None, "d")
+                        seen += 1
+        assert seen > 100

@@ -2,9 +2,13 @@
 `SMALL_WINDOW_UNITS` units (split from store/commitlog/read_path.py, whose `get_message` is the general
 path and decides whenever this answers None).
 
-Per pull, the facade's short path costs the queue store's `pull_window` (one lock, one LRU check, the
-units as bytes), one `end_and_file` of the commit log (its end and the first record's segment) and
-the C call (`store.kernel.pull.pull_unfiltered`: plan, slice or decode, record check).
+Per pull, the facade's short path is first one native call under the queue store's lock
+(`FileConsumeQueueStore.pull_direct` -> `store.kernel.pull_window`: the consume-queue window read from
+the queue's mapped segment, the commit log's segment picked, then `pull_unfiltered`), for the queue
+the store touched last while it is mapped. Otherwise, or when that call says None, the previous
+steps: the queue store's `pull_window` (one lock, one LRU check, the units as bytes), one
+`end_and_file` of the commit log (its end and the first record's segment) and the C call
+(`store.kernel.pull.pull_unfiltered`: plan, slice or decode, record check).
 """
 
 from __future__ import annotations
