@@ -101,27 +101,31 @@ def test_store_pulls_are_the_previous_paths(tmp_path, reopen, max_mapped):
 
 
 @needs_native
-def test_a_queue_not_touched_last_takes_the_full_path(tmp_path):
-    """Only the queue at the LRU's end is pulled in one call: another one is touched first."""
+def test_a_queue_not_touched_last_is_touched_when_the_call_answers(tmp_path):
+    """A queue in the LRU but not at its end is moved there when the one call answers (as the full
+    path's touch); when it says None, nothing is touched (the full path decides)."""
     with MessageStore.open(small_config(tmp_path / "store")) as store:
         _fill(store, 40, 2)
         cq = store.consume_queues
+        assert cq.pull_window("T", 0, 0, 2)[2] is not None
         assert cq.pull_window("T", 1, 0, 2)[2] is not None     # queue 1 is the MRU
+        assert list(cq._mapped) == [("T", 0), ("T", 1)]
         rest = (b"T", store.commit_log.mapped_files.files,
                 store.commit_log.mapped_files.file_size_bytes, 4, 1 << 20, 32, 1 << 20, 32,
                 1 << 40, 0, None)
-        assert cq.pull_direct("T", 0, 0, rest) is None
         assert cq.pull_direct("nope", 0, 0, rest) is None
-        got = cq.pull_direct("T", 1, 0, rest)
+        assert cq.pull_direct("T", 0, 20, rest) is None          # at the max offset: no touch
+        assert list(cq._mapped) == [("T", 0), ("T", 1)] and cq._most_recent is cq.queue("T", 1)
+        got = cq.pull_direct("T", 0, 0, rest)
         assert got is not None and got[2] == 4 and got[:2] == (0, 20) and not got[6]
+        assert list(cq._mapped) == [("T", 1), ("T", 0)] and cq._most_recent is cq.queue("T", 0)
         assert [bytes(r) for r in got[4]] == [bytes(m) for m in store.get_message(
-            "g", "T", 1, 0, 4, decode=False).messages]
-        assert cq.pull_direct("T", 1, 20, rest) is None          # at the max offset
-        cq.queue("T", 1)._mapped_files.files[0].destroyed = True
+            "g", "T", 0, 0, 4, decode=False).messages]
+        cq.queue("T", 0)._mapped_files.files[0].destroyed = True
         try:
-            assert cq.pull_direct("T", 1, 0, rest) is None       # a destroyed segment
+            assert cq.pull_direct("T", 0, 0, rest) is None       # a destroyed segment
         finally:
-            cq.queue("T", 1)._mapped_files.files[0].destroyed = False
+            cq.queue("T", 0)._mapped_files.files[0].destroyed = False
 
 
 @pytest.mark.parametrize("reopen", [False, True])
