@@ -1,8 +1,8 @@
 /* pull_window: an unfiltered pull's consume-queue window read from the queue's mapped segments and
  * the commit-log segment picked, then pull_unfiltered (pull.c), all in one call.
  *
- * What store/commitlog/read_fast.py did per pull in Python, on the queue the consume-queue store
- * touched last (its lock held by the caller, mapped): `MappedFileQueue.end_and_file` on the consume
+ * What store/commitlog/read_fast.py did per pull in Python, on a mapped queue (the caller,
+ * FileConsumeQueueStore.pull_direct, holds the store's lock and does the LRU touch): `MappedFileQueue.end_and_file` on the consume
  * queue's segments (their end, the segment holding the offset, its readable end and mapping),
  * `FileConsumeQueue.pull_window_untouched` (min and max offset, the units' bytes), `end_and_file`
  * again on the commit log's segments for the first unit's record, and the call of pull_unfiltered.
