@@ -16,6 +16,7 @@ import pytest
 from store import Message, MessageStore
 from store.commitlog import read_fast, read_path
 from store.commitlog.read_plan import TransferLimits
+from store.consumequeue.file import queue_store
 from store import kernel
 from tests.engine_util import small_config
 from tests.kernel_fuzz import pull_target
@@ -50,13 +51,22 @@ def _both(store, answered, *args, **kwargs):
         answered.append(got is not None)
         return got
 
+    real_window = queue_store._pull_window
+
+    def counting_window(*call):   # the one-call pull (store.kernel.pull_window) ends in the C too
+        got = real_window(*call)
+        answered.append(got is not None)
+        return got
+
     def use(function):   # the facade's short path (read_fast) and get_message's own call
         read_path.pull_unfiltered = read_fast.pull_unfiltered = function
     use(counting)
+    queue_store._pull_window = counting_window
     try:
         with_c = _comparable(store.get_message(*args, **kwargs))
     finally:
         use(None)
+        queue_store._pull_window = real_window
     try:
         without = _comparable(store.get_message(*args, **kwargs))
     finally:

@@ -114,6 +114,7 @@ def test_only_units_from_disk_are_checked(crafted):
     """Units this process's dispatch wrote are trusted (no record read); those loaded are not."""
     import store.commitlog.read_fast as read_fast
     import store.commitlog.read_path as read_path
+    import store.consumequeue.file.queue_store as queue_store
 
     with MessageStore.open(crafted) as store:
         queues = store.consume_queues
@@ -125,6 +126,14 @@ def test_only_units_from_disk_are_checked(crafted):
             store.dispatch_pending()
         calls = []
         real, real_native = read_path._carries, read_path.pull_unfiltered
+        real_window = queue_store._pull_window
+
+        def window(*args):      # the one-call pull (store.kernel.pull_window): checked below trusted_from
+            got = real_window(*args)
+            if got is not None and got[6]:
+                calls.append(args[4])
+            return got
+        queue_store._pull_window = window
         read_path._carries = lambda *args: calls.append(args[2]) or real(*args)
         if real_native is not None:   # the C path checks while it slices (queue_id None: trusted)
             def native(*args):
@@ -141,3 +150,4 @@ def test_only_units_from_disk_are_checked(crafted):
         finally:
             read_path._carries, read_path.pull_unfiltered = real, real_native
             read_fast.pull_unfiltered = real_native
+            queue_store._pull_window = real_window

@@ -2,9 +2,13 @@
 `SMALL_WINDOW_UNITS` units (split from store/commitlog/read_path.py, whose `get_message` is the general
 path and decides whenever this answers None).
 
-Per pull, the facade's short path costs the queue store's `pull_window` (one lock, one LRU check, the
-units as bytes), one `end_and_file` of the commit log (its end and the first record's segment) and
-the C call (`store.kernel.pull.pull_unfiltered`: plan, slice or decode, record check).
+Per pull, the facade's short path is first one native call under the queue store's lock
+(`FileConsumeQueueStore.pull_direct` -> `store.kernel.pull_window`: the consume-queue window read from
+the queue's mapped segment, the commit log's segment picked, then `pull_unfiltered`), for the queue
+the store touched last while it is mapped. Otherwise, or when that call says None, the previous
+steps: the queue store's `pull_window` (one lock, one LRU check, the units as bytes), one
+`end_and_file` of the commit log (its end and the first record's segment) and the C call
+(`store.kernel.pull.pull_unfiltered`: plan, slice or decode, record check).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from store.kernel.pull import pull_unfiltered
 SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
 _FIRST_PHY = struct.Struct(">q")   # the first unit's commit log offset
 _TOPIC_BYTES: dict = {}   # topic -> its UTF-8 (the C check compares bytes)
+_LIMIT_ARGS: tuple = (None,)    # see _limit_args
+_FOUND = GetMessageStatus.FOUND   # a module global: an enum class attribute costs ~80 ns a read
 _DECODERS = (MessageRecord, decode_message, decode_properties, msgid.host_to_string)
 
 
@@ -33,6 +39,25 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
     decides (from the start, so every status and refusal is its own)."""
     if not 0 < max_msg_nums < SMALL_WINDOW_UNITS or pull_unfiltered is None:
         return None
+    form = 2 if decode is True else 1 if decode == "view" else 0
+    cached = _LIMIT_ARGS
+    if cached[0] is not limits:     # the limits' arguments, made again when the limits change
+        cached = _limit_args(limits)
+    in_memory_bytes = cached[5]
+    pull_direct = getattr(consume_queues, "pull_direct", None)
+    if pull_direct is not None:     # the whole pull in one C call (store.kernel.pull_window)
+        mapped_files = commit_log.mapped_files
+        got = pull_direct(topic, queue_id, queue_offset, (
+            _TOPIC_BYTES.get(topic) or _topic_bytes(topic), mapped_files.files,
+            mapped_files.file_size_bytes, max_msg_nums, cached[1], cached[2], cached[3], cached[4],
+            in_memory_bytes, form, _DECODERS))
+        if got is not None:
+            records = got[4]
+            if form == 2 and got[6] and \
+                    [message.topic for message in records].count(topic) != len(records):
+                return None
+            return GetMessageResult(_FOUND, queue_offset + got[2], got[0], got[1],
+                                    records, (got[5] - got[3]) > in_memory_bytes)
     pull_window = getattr(consume_queues, "pull_window", None)
     # The window get_message reads without a filter: max_msg_nums + 1 units.
     window = pull_window(topic, queue_id, queue_offset, max_msg_nums + 1) \
@@ -46,11 +71,9 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
     if mapped is None or mapped.destroyed:
         return None
     trusted = len(window) > 3 and queue_offset >= window[3]
-    form = 2 if decode is True else 1 if decode == "view" else 0
     topic_bytes = None
     if not trusted and form != 2:
         topic_bytes = _topic_bytes(topic)
-    in_memory_bytes = limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100
     got = pull_unfiltered(
         data, max_msg_nums, limits.max_transfer_bytes_in_memory,
         limits.max_transfer_count_in_memory, limits.max_transfer_bytes_in_disk,
@@ -63,8 +86,19 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
     if form == 2 and not trusted and \
             [message.topic for message in records].count(topic) != len(records):
         return None
-    return GetMessageResult(GetMessageStatus.FOUND, queue_offset + got[0], window[0], window[1],
+    return GetMessageResult(_FOUND, queue_offset + got[0], window[0], window[1],
                             records, (commit_log_max - got[1]) > in_memory_bytes)
+
+
+def _limit_args(limits: TransferLimits) -> tuple:
+    """(limits, the in-memory bytes and counts, the on-disk ones, the in-memory line), kept in
+    `_LIMIT_ARGS` for the next pull (one tuple: a reader sees an old or a new one, never a mix)."""
+    global _LIMIT_ARGS
+    _LIMIT_ARGS = (limits, limits.max_transfer_bytes_in_memory,
+                   limits.max_transfer_count_in_memory, limits.max_transfer_bytes_in_disk,
+                   limits.max_transfer_count_in_disk,
+                   limits.physical_memory_bytes * limits.access_message_in_memory_max_ratio // 100)
+    return _LIMIT_ARGS
 
 
 def _topic_bytes(topic: str) -> bytes:
@@ -102,5 +136,5 @@ def _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size, com
     if form == 2 and not trusted and \
             [message.topic for message in records].count(topic) != len(records):
         return None
-    return GetMessageResult(GetMessageStatus.FOUND, queue_offset + taken_count, min_offset,
+    return GetMessageResult(_FOUND, queue_offset + taken_count, min_offset,
                             max_offset, records, (commit_log_max - last_phy) > in_memory_bytes)

@@ -12,7 +12,8 @@ change.
 from __future__ import annotations
 
 from tests.kernel_fuzz import (
-    crc_target, decode_target, lookup_targets, pull_target, put_batch_target, query_target)
+    crc_target, decode_target, lookup_targets, pull_target, pull_window_target, put_batch_target,
+    query_target)
 from tests.kernel_fuzz.edges import Disagreement, outcome
 
 
@@ -36,6 +37,7 @@ GROUPS = {
     "pull": lambda fuzzer: pull_target.pull_unfiltered(fuzzer, outcome, Disagreement),
     "crc": lambda fuzzer: crc_target.crc32(fuzzer, Disagreement),
     "put_batch": _put_batch,
+    "pull_window": lambda fuzzer: pull_window_target.pull_window(fuzzer, outcome, Disagreement),
 }
 """Group name -> step function. decode_columns and walk_headers ride on the driver's scan target."""
 

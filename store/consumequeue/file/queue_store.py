@@ -22,6 +22,7 @@ from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_bou
 from store.consumequeue.file.consume_queue import FileConsumeQueue
 from store.consumequeue.file.time_search import nearest_offset_by_time
 from store.errors import ReadOnlyStoreError
+from store.kernel.pull_window import pull_window as _pull_window
 from store.mappedfile.mapped_file import fsync_directory
 from store.mappedfile.mapped_file import OS_PAGE_SIZE
 
@@ -271,6 +272,32 @@ class FileConsumeQueueStore:
             if queue is self._most_recent:
                 return queue.pull_window_untouched(queue_offset, max_units)
             return queue.pull_window(queue_offset, max_units)
+
+    def pull_direct(self, topic: str, queue_id: int, queue_offset: int, rest: tuple):
+        """An unfiltered pull in one native call (`store.kernel.pull_window`, `rest` its arguments
+        from `topic_bytes` on) under the lock, on a mapped queue; None for any other queue or
+        whenever the call says None. A queue not touched last is touched (moved to the LRU's end)
+        when the call answers: it answers only for an offset inside the window, where the full
+        path touches it too."""
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            return None
+        with self._lock:
+            files = queue._mapped_files
+            if files is None:
+                return None
+            if queue is self._most_recent:
+                return _pull_window(files.files, files.file_size_bytes, queue.min_logic_offset,
+                                    queue.trusted_from, queue_offset, queue_id, *rest)
+            key = (topic, queue_id)
+            if key not in self._mapped:     # not in the LRU: the full path adds it (and evicts)
+                return None
+            got = _pull_window(files.files, files.file_size_bytes, queue.min_logic_offset,
+                               queue.trusted_from, queue_offset, queue_id, *rest)
+            if got is not None:             # as `_touch` of a queue in the LRU
+                self._mapped.move_to_end(key)
+                self._most_recent = queue
+            return got
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int,
                                     boundary: str, store_time_of: StoreTimeOf) -> int:

@@ -14,6 +14,7 @@
  * |           | index chain walk; one record read and decoded for query_message               |
  * | decode.c  | decode_records: a pull's records -> MessageRecords in one call                 |
  * | pull.c    | pull_unfiltered: plan, slice and check an unfiltered pull's window in one call |
+ * | pull_window.c | pull_window: a mapped consume queue's window and the commit-log segment found, then pull_unfiltered |
  * | dispatch.c| tags_codes, unit_runs, index_put: tagsCodes and consume-queue units of scan rows |
  * |           | grouped by queue, index entries into an index file's map                      |
  * | columns.c | decode_columns: the pipeline's columns of many scan rows, Arrow-style buffers;  |
@@ -150,6 +151,9 @@ int rmq_is_ascii(const unsigned char *p, Py_ssize_t n);
 PyObject *rmq_ascii_properties(const unsigned char *p, Py_ssize_t n);
 PyObject *rmq_pull_unfiltered(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_pull_unfiltered_doc[];
+/* pull_window.c */
+PyObject *rmq_pull_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_pull_window_doc[];
 /* query.c */
 PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_query_keys_doc[];
