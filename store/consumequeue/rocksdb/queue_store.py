@@ -265,20 +265,24 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
                 touched[queue] = (queue_offset, phy_offset, end)
                 if end > batch_end:
                     batch_end = end
-            if not touched:
-                return
-            # One `max` entry per queue touched, then CHECKPOINT, in the same WriteBatch as the
-            # units (RocketMQ's putMaxPhyAndCqOffset).
-            offsets_cf = self._offsets_cf
-            offset_value = codec.OFFSET_VALUE.pack
-            max_keys = self._max_keys
-            for queue, (queue_offset, phy_offset, _) in touched.items():
-                put(max_keys[queue], offset_value(phy_offset, queue_offset), offsets_cf)
-            checkpoint = max(self.checkpoint_phy_end, batch_end)
-            put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), offsets_cf)
-            self.db.write(batch)
-            known.update(touched)
-            self.checkpoint_phy_end = checkpoint
+            if touched:
+                self._write_units(batch, touched, batch_end)
+
+    def _write_units(self, batch: WriteBatch, touched: dict, batch_end: int) -> None:
+        """Finish and write a batch of units (under the lock): one `max` entry per queue touched,
+        then CHECKPOINT, in the same WriteBatch as the units (RocketMQ's putMaxPhyAndCqOffset).
+        `touched`: queue -> (its last queue offset, that unit's phy offset, its end)."""
+        put = batch.put
+        offsets_cf = self._offsets_cf
+        offset_value = codec.OFFSET_VALUE.pack
+        max_keys = self._max_keys
+        for queue, (queue_offset, phy_offset, _) in touched.items():
+            put(max_keys[queue], offset_value(phy_offset, queue_offset), offsets_cf)
+        checkpoint = max(self.checkpoint_phy_end, batch_end)
+        put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), offsets_cf)
+        self.db.write(batch)
+        self._max.update(touched)
+        self.checkpoint_phy_end = checkpoint
 
     def put_value_runs(self, runs: tuple[list, ...], values: bytes,
                        queue_offsets: list[int]) -> None:

@@ -85,15 +85,5 @@ def put_value_runs(store, runs: tuple[list, ...], values: bytes, queue_offsets: 
                 put(prefix + pack(queue_offset), value, units_cf)
                 touched[queue] = state = (queue_offset, phy_offset, end)
                 batch_end = max(batch_end, end)
-        if not touched:
-            return
-        offsets_cf = store._offsets_cf
-        offset_value = codec.OFFSET_VALUE.pack
-        max_keys = store._max_keys
-        for queue, (queue_offset, phy_offset, _) in touched.items():
-            put(max_keys[queue], offset_value(phy_offset, queue_offset), offsets_cf)
-        checkpoint = max(store.checkpoint_phy_end, batch_end)
-        put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), offsets_cf)
-        store.db.write(batch)
-        known.update(touched)
-        store.checkpoint_phy_end = checkpoint
+        if touched:
+            store._write_units(batch, touched, batch_end)

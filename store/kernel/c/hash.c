@@ -2,13 +2,13 @@
 
 #include "kernel.h"
 
-/* Java String.hashCode over the string's UTF-16 units (a character past U+FFFF is a surrogate pair). */
-uint32_t rmq_java_hash(PyObject *text)
+/* Java String.hashCode continued from h over the string's UTF-16 units (a character past U+FFFF is
+ * a surrogate pair): the hash of a + b is rmq_java_hash_from(rmq_java_hash(a), b). */
+uint32_t rmq_java_hash_from(uint32_t h, PyObject *text)
 {
     Py_ssize_t len = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    uint32_t h = 0;
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *s = data;
         for (Py_ssize_t k = 0; k < len; k++)
@@ -26,6 +26,12 @@ uint32_t rmq_java_hash(PyObject *text)
         }
     }
     return h;
+}
+
+/* Java String.hashCode of the string. */
+uint32_t rmq_java_hash(PyObject *text)
+{
+    return rmq_java_hash_from(0, text);
 }
 
 const char rmq_java_hashes_doc[] = (

@@ -115,6 +115,7 @@ PyObject *rmq_crc32(PyObject *self, PyObject *arg);
 
 /* hash.c */
 uint32_t rmq_java_hash(PyObject *text);
+uint32_t rmq_java_hash_from(uint32_t h, PyObject *text);
 
 /* put.c */
 int rmq_put_init(void);

@@ -364,35 +364,11 @@ static int carries_key(PyObject *record, PyObject *topic, PyObject *key)
     return answer;
 }
 
-/* Java String.hashCode continued from h over text's UTF-16 units (hash.c's rmq_java_hash from 0). */
-static uint32_t java_hash_from(uint32_t h, PyObject *text)
-{
-    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    if (kind == PyUnicode_1BYTE_KIND) {
-        for (Py_ssize_t k = 0; k < len; k++)
-            h = 31 * h + ((const Py_UCS1 *)data)[k];
-        return h;
-    }
-    for (Py_ssize_t k = 0; k < len; k++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, k);
-        if (c >= 0x10000) {
-            c -= 0x10000;
-            h = 31 * h + (0xD800 + (c >> 10));
-            h = 31 * h + (0xDC00 + (c & 0x3FF));
-        } else {
-            h = 31 * h + c;
-        }
-    }
-    return h;
-}
-
 /* The hash of topic + "#" + key (IndexService.buildKey) as IndexFile stores it: abs(String.hashCode),
  * 0 for Integer.MIN_VALUE; the key string is not built. */
 static int64_t key_hash_of(PyObject *topic, PyObject *key)
 {
-    int32_t h = (int32_t)java_hash_from(31 * java_hash_from(0, topic) + '#', key);
+    int32_t h = (int32_t)rmq_java_hash_from(31 * rmq_java_hash(topic) + '#', key);
     if (h == INT32_MIN)
         return 0;
     return h < 0 ? -(int64_t)h : h;
