@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -67,7 +66,7 @@ def child(root: str) -> None:
     print(json.dumps({"open_s": opened - started, "check_s": done - opened,
                       "findings": len(findings),
                       "errors": sum(f.severity == "error" for f in findings),
-                      "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                      "rss_mib": common.own_peak_rss_mib()}))
 
 
 def run_child(root: str) -> dict:

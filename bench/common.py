@@ -140,6 +140,20 @@ def interleaved(reps: int, named_fns: dict) -> dict[str, list]:
     return out
 
 
+def own_peak_rss_mib() -> float:
+    """This process's own peak RSS in MiB: VmHWM of /proc/self/status, which starts afresh at exec.
+    `ru_maxrss` does not: Linux carries the parent's peak across fork and exec into the child's
+    figure, so a child started by a bench that built a big store reported the builder's peak."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def peak_rss_mb() -> dict[str, float]:
     """Peak resident set size of this process and of its (waited-for) children, in MiB."""
     self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -11,7 +11,7 @@ with a settable clock and no background services, puts N messages with `TIMER_DE
 * dequeue + deliver: the clock jumps past the longest delay and `dequeue_once()` runs until every
   timer is delivered: each slot's chain walked, each record read, rewritten and put to its real topic;
 * memory: the process's anonymous RSS (`RssAnon`: heap, numpy, Python objects) right before enqueue
-  and its peak growth through enqueue and dequeue, and the peak RSS of the whole child (`ru_maxrss`,
+  and its peak growth through enqueue and dequeue, and the peak RSS of the whole child (`VmHWM`,
   which also counts the mapped commit-log and timer-log pages the puts and units touch). The timer
   service keeps no per-timer state in memory (the wheel is read and written with pread/pwrite, the
   timer log is a mapped file), so the anonymous growth should not depend on N.
@@ -22,7 +22,6 @@ with a settable clock and no background services, puts N messages with `TIMER_DE
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import threading
@@ -113,7 +112,7 @@ def child_round(workdir: str | None, count: int) -> dict:
             out["anon_before_mib"] = anon_before / 1024
         finally:
             store.close()
-    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mib"] = common.own_peak_rss_mib()
     return out
 
 
