@@ -23,7 +23,7 @@ from store.codec import message as msgcodec
 from store.codec import prop_crc
 from store.codec.javahash import index_key_hash
 from store.codec.javahash import tags_code as compute_tags_code
-from store.kernel.scan_groups import queue_groups
+from store.kernel.scan_groups import queue_groups, span_groups
 
 SCAN_ROWS = 16384
 _C = kernel.COL
@@ -217,16 +217,6 @@ def _span_groups(buf, positions: np.ndarray, lengths: np.ndarray) -> tuple[list[
         inverse = np.array([distinct.setdefault(bytes(buf[p:p + n]), len(distinct))
                             for p, n in zip(positions.tolist(), lengths.tolist())], dtype=np.int64)
         return list(distinct), inverse
-    data = np.frombuffer(buf, dtype=np.uint8)
-    try:
-        columns = np.arange(max(widest, 1))
-        gather = np.minimum(positions[:, None] + columns, len(data) - 1)
-        packed = np.zeros((len(positions), len(columns) + 4), dtype=np.uint8)
-        packed[:, :len(columns)] = np.where(columns < lengths[:, None], data[gather], 0)
-    finally:
-        del data
-    packed[:, len(columns):] = lengths.astype(">i4").view(np.uint8).reshape(-1, 4)
-    _, first, inverse = np.unique(packed.view(f"V{len(columns) + 4}").ravel(), return_index=True,
-                                  return_inverse=True)
+    first, inverse = span_groups(buf, positions, lengths)
     names = [bytes(buf[p:p + n]) for p, n in zip(positions[first].tolist(), lengths[first].tolist())]
     return names, inverse.ravel()

@@ -21,6 +21,7 @@
  * |           | walk_headers: record starts by TOTALSIZE alone (the pipeline's split planning)  |
  * | query.c   | query_keys: a key query's index rounds and record reads in one call       |
  * | query_message.c | query_message: query_keys under the index lock, its result object built |
+ * | groups.c  | span_groups: distinct byte spans (+ a tag) numbered in np.unique's order (queues, TAGS) |
  * | module.c  | the method table and module init                                              |
  *
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
@@ -161,6 +162,10 @@ extern const char rmq_query_keys_doc[];
 #define RMQ_QUERY_ASK 1     /* rmq_query_run: the twin answers */
 int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hits_out,
                   int64_t *last_ts_out, int64_t *last_phy_out);
+/* groups.c */
+extern const char rmq_span_groups_doc[];
+PyObject *rmq_span_groups(PyObject *self, PyObject *args);
+
 /* query_message.c */
 PyObject *rmq_query_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_query_message_doc[];
