@@ -47,10 +47,10 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
     pull_direct = getattr(consume_queues, "pull_direct", None)
     if pull_direct is not None:     # the whole pull in one C call (store.kernel.pull_window)
         mapped_files = commit_log.mapped_files
-        got = pull_direct(topic, queue_id, queue_offset, (
-            _TOPIC_BYTES.get(topic) or _topic_bytes(topic), mapped_files.files,
-            mapped_files.file_size_bytes, max_msg_nums, cached[1], cached[2], cached[3], cached[4],
-            in_memory_bytes, form, _DECODERS))
+        got = pull_direct(topic, queue_id, queue_offset,
+                          _TOPIC_BYTES.get(topic) or _topic_bytes(topic), mapped_files.files,
+                          mapped_files.file_size_bytes, max_msg_nums, cached[1], cached[2],
+                          cached[3], cached[4], in_memory_bytes, form, _DECODERS)
         if got is not None:
             records = got[4]
             if form == 2 and got[6] and \
