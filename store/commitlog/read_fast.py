@@ -21,6 +21,7 @@ from store.codec.message import MessageRecord, decode_message
 from store.codec.properties import decode_properties
 from store.commitlog.read_plan import TransferLimits
 from store.kernel.pull import pull_unfiltered
+from store.kernel.result import found_result
 
 SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
 _FIRST_PHY = struct.Struct(">q")   # the first unit's commit log offset
@@ -56,8 +57,9 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
             if form == 2 and got[6] and \
                     [message.topic for message in records].count(topic) != len(records):
                 return None
-            return GetMessageResult(_FOUND, queue_offset + got[2], got[0], got[1],
-                                    records, (got[5] - got[3]) > in_memory_bytes)
+            # GetMessageResult(...) without its __init__ frame (store.kernel.result)
+            return found_result(GetMessageResult, _FOUND, queue_offset + got[2], got[0], got[1],
+                                records, (got[5] - got[3]) > in_memory_bytes)
     pull_window = getattr(consume_queues, "pull_window", None)
     # The window get_message reads without a filter: max_msg_nums + 1 units.
     window = pull_window(topic, queue_id, queue_offset, max_msg_nums + 1) \

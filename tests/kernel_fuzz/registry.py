@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from tests.kernel_fuzz import (
     crc_target, decode_target, lookup_targets, pull_target, pull_window_target, put_batch_target,
-    query_target)
+    query_target, result_target)
 from tests.kernel_fuzz.edges import Disagreement, outcome
 
 
@@ -38,6 +38,7 @@ GROUPS = {
     "crc": lambda fuzzer: crc_target.crc32(fuzzer, Disagreement),
     "put_batch": _put_batch,
     "pull_window": lambda fuzzer: pull_window_target.pull_window(fuzzer, outcome, Disagreement),
+    "found_result": lambda fuzzer: result_target.found_result(fuzzer, outcome, Disagreement),
 }
 """Group name -> step function. decode_columns and walk_headers ride on the driver's scan target."""
 
