@@ -88,8 +88,8 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
     if form == 2 and not trusted and \
             [message.topic for message in records].count(topic) != len(records):
         return None
-    return GetMessageResult(_FOUND, queue_offset + got[0], window[0], window[1],
-                            records, (commit_log_max - got[1]) > in_memory_bytes)
+    return found_result(GetMessageResult, _FOUND, queue_offset + got[0], window[0], window[1],
+                        records, (commit_log_max - got[1]) > in_memory_bytes)
 
 
 def _limit_args(limits: TransferLimits) -> tuple:
@@ -138,5 +138,5 @@ def _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size, com
     if form == 2 and not trusted and \
             [message.topic for message in records].count(topic) != len(records):
         return None
-    return GetMessageResult(_FOUND, queue_offset + taken_count, min_offset,
-                            max_offset, records, (commit_log_max - last_phy) > in_memory_bytes)
+    return found_result(GetMessageResult, _FOUND, queue_offset + taken_count, min_offset,
+                        max_offset, records, (commit_log_max - last_phy) > in_memory_bytes)
