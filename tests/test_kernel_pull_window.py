@@ -113,17 +113,17 @@ def test_a_queue_not_touched_last_is_touched_when_the_call_answers(tmp_path):
         rest = (b"T", store.commit_log.mapped_files.files,
                 store.commit_log.mapped_files.file_size_bytes, 4, 1 << 20, 32, 1 << 20, 32,
                 1 << 40, 0, None)
-        assert cq.pull_direct("nope", 0, 0, rest) is None
-        assert cq.pull_direct("T", 0, 20, rest) is None          # at the max offset: no touch
+        assert cq.pull_direct("nope", 0, 0, *rest) is None
+        assert cq.pull_direct("T", 0, 20, *rest) is None          # at the max offset: no touch
         assert list(cq._mapped) == [("T", 0), ("T", 1)] and cq._most_recent is cq.queue("T", 1)
-        got = cq.pull_direct("T", 0, 0, rest)
+        got = cq.pull_direct("T", 0, 0, *rest)
         assert got is not None and got[2] == 4 and got[:2] == (0, 20) and not got[6]
         assert list(cq._mapped) == [("T", 1), ("T", 0)] and cq._most_recent is cq.queue("T", 0)
         assert [bytes(r) for r in got[4]] == [bytes(m) for m in store.get_message(
             "g", "T", 0, 0, 4, decode=False).messages]
         cq.queue("T", 0)._mapped_files.files[0].destroyed = True
         try:
-            assert cq.pull_direct("T", 0, 0, rest) is None       # a destroyed segment
+            assert cq.pull_direct("T", 0, 0, *rest) is None       # a destroyed segment
         finally:
             cq.queue("T", 0)._mapped_files.files[0].destroyed = False
 

@@ -21,6 +21,7 @@ from store.codec.message import MessageRecord, decode_message
 from store.codec.properties import decode_properties
 from store.commitlog.read_plan import TransferLimits
 from store.kernel.pull import pull_unfiltered
+from store.kernel.result import found_result
 
 SMALL_WINDOW_UNITS = 64     # up to this many units (no filter), the plan is made on tuples
 _FIRST_PHY = struct.Struct(">q")   # the first unit's commit log offset
@@ -47,17 +48,18 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
     pull_direct = getattr(consume_queues, "pull_direct", None)
     if pull_direct is not None:     # the whole pull in one C call (store.kernel.pull_window)
         mapped_files = commit_log.mapped_files
-        got = pull_direct(topic, queue_id, queue_offset, (
-            _TOPIC_BYTES.get(topic) or _topic_bytes(topic), mapped_files.files,
-            mapped_files.file_size_bytes, max_msg_nums, cached[1], cached[2], cached[3], cached[4],
-            in_memory_bytes, form, _DECODERS))
+        got = pull_direct(topic, queue_id, queue_offset,
+                          _TOPIC_BYTES.get(topic) or _topic_bytes(topic), mapped_files.files,
+                          mapped_files.file_size_bytes, max_msg_nums, cached[1], cached[2],
+                          cached[3], cached[4], in_memory_bytes, form, _DECODERS)
         if got is not None:
             records = got[4]
             if form == 2 and got[6] and \
                     [message.topic for message in records].count(topic) != len(records):
                 return None
-            return GetMessageResult(_FOUND, queue_offset + got[2], got[0], got[1],
-                                    records, (got[5] - got[3]) > in_memory_bytes)
+            # GetMessageResult(...) without its __init__ frame (store.kernel.result)
+            return found_result(GetMessageResult, _FOUND, queue_offset + got[2], got[0], got[1],
+                                records, (got[5] - got[3]) > in_memory_bytes)
     pull_window = getattr(consume_queues, "pull_window", None)
     # The window get_message reads without a filter: max_msg_nums + 1 units.
     window = pull_window(topic, queue_id, queue_offset, max_msg_nums + 1) \
@@ -86,8 +88,8 @@ def pull_unfiltered_fast(commit_log, consume_queues, topic: str, queue_id: int, 
     if form == 2 and not trusted and \
             [message.topic for message in records].count(topic) != len(records):
         return None
-    return GetMessageResult(_FOUND, queue_offset + got[0], window[0], window[1],
-                            records, (commit_log_max - got[1]) > in_memory_bytes)
+    return found_result(GetMessageResult, _FOUND, queue_offset + got[0], window[0], window[1],
+                        records, (commit_log_max - got[1]) > in_memory_bytes)
 
 
 def _limit_args(limits: TransferLimits) -> tuple:
@@ -136,5 +138,5 @@ def _pull_native(commit_log, data, max_msg_nums, limits, max_total_msg_size, com
     if form == 2 and not trusted and \
             [message.topic for message in records].count(topic) != len(records):
         return None
-    return GetMessageResult(_FOUND, queue_offset + taken_count, min_offset,
-                            max_offset, records, (commit_log_max - last_phy) > in_memory_bytes)
+    return found_result(GetMessageResult, _FOUND, queue_offset + taken_count, min_offset,
+                        max_offset, records, (commit_log_max - last_phy) > in_memory_bytes)

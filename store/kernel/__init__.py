@@ -23,6 +23,7 @@ which use it, stay at the bottom of the import graph.
 | decode_records  | a pull's records -> MessageRecords in one call (`decode.py`; the caller's Python decodes the odd ones) |
 | pull_unfiltered | plan, slice, check (and decode) an unfiltered pull in one call (`pull.py`; no twin: None = ask) |
 | pull_window     | an unfiltered pull from a mapped consume queue's segments through the commit log's, then pull_unfiltered (twin in `pull_window.py`) |
+| found_result    | a pull's GetMessageResult built without its __init__ frame (twin in `result.py`) |
 | query_keys      | a key query's index rounds and record reads in one call (twin in `store.kernel.query`) |
 | query_message   | query_keys under the index service's lock, its QueryMessageResult built (twin in `store.kernel.query`) |
 | tags_codes      | the tagsCode of each scan row (ASCII TAGS; TAGS_CODE_ASK: ask), twin in `dispatch_twins` |

@@ -273,12 +273,14 @@ class FileConsumeQueueStore:
                 return queue.pull_window_untouched(queue_offset, max_units)
             return queue.pull_window(queue_offset, max_units)
 
-    def pull_direct(self, topic: str, queue_id: int, queue_offset: int, rest: tuple):
-        """An unfiltered pull in one native call (`store.kernel.pull_window`, `rest` its arguments
-        from `topic_bytes` on) under the lock, on a mapped queue; None for any other queue or
-        whenever the call says None. A queue not touched last is touched (moved to the LRU's end)
-        when the call answers: it answers only for an offset inside the window, where the full
-        path touches it too."""
+    def pull_direct(self, topic: str, queue_id: int, queue_offset: int, topic_bytes, cl_files,
+                    cl_file_size, max_msg_nums, mem_bytes, mem_count, disk_bytes, disk_count,
+                    in_memory_bytes, form, decoders):
+        """An unfiltered pull in one native call (`store.kernel.pull_window`, the arguments from
+        `topic_bytes` on are its own, passed as they come: no tuple) under the lock, on a mapped
+        queue; None for any other queue or whenever the call says None. A queue not touched last
+        is touched (moved to the LRU's end) when the call answers: it answers only for an offset
+        inside the window, where the full path touches it too."""
         queue = self._queues.get((topic, queue_id))
         if queue is None:
             return None
@@ -288,12 +290,16 @@ class FileConsumeQueueStore:
                 return None
             if queue is self._most_recent:
                 return _pull_window(files.files, files.file_size_bytes, queue.min_logic_offset,
-                                    queue.trusted_from, queue_offset, queue_id, *rest)
+                                    queue.trusted_from, queue_offset, queue_id, topic_bytes,
+                                    cl_files, cl_file_size, max_msg_nums, mem_bytes, mem_count,
+                                    disk_bytes, disk_count, in_memory_bytes, form, decoders)
             key = (topic, queue_id)
             if key not in self._mapped:     # not in the LRU: the full path adds it (and evicts)
                 return None
             got = _pull_window(files.files, files.file_size_bytes, queue.min_logic_offset,
-                               queue.trusted_from, queue_offset, queue_id, *rest)
+                               queue.trusted_from, queue_offset, queue_id, topic_bytes, cl_files,
+                               cl_file_size, max_msg_nums, mem_bytes, mem_count, disk_bytes,
+                               disk_count, in_memory_bytes, form, decoders)
             if got is not None:             # as `_touch` of a queue in the LRU
                 self._mapped.move_to_end(key)
                 self._most_recent = queue

@@ -15,6 +15,7 @@
  * | decode.c  | decode_records: a pull's records -> MessageRecords in one call                 |
  * | pull.c    | pull_unfiltered: plan, slice and check an unfiltered pull's window in one call |
  * | pull_window.c | pull_window: a mapped consume queue's window and the commit-log segment found, then pull_unfiltered |
+ * | result.c  | found_result: a pull's GetMessageResult built without its __init__ frame       |
  * | dispatch.c| tags_codes, unit_runs, index_put: tagsCodes and consume-queue units of scan rows |
  * |           | grouped by queue, index entries into an index file's map                      |
  * | columns.c | decode_columns: the pipeline's columns of many scan rows, Arrow-style buffers;  |
@@ -156,6 +157,9 @@ extern const char rmq_pull_unfiltered_doc[];
 /* pull_window.c */
 PyObject *rmq_pull_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_pull_window_doc[];
+/* result.c */
+PyObject *rmq_found_result(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_found_result_doc[];
 /* query.c */
 PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_query_keys_doc[];

@@ -15,6 +15,7 @@ static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))rmq_decode_records, METH_FASTCALL, rmq_decode_records_doc},
     {"pull_unfiltered", (PyCFunction)(void (*)(void))rmq_pull_unfiltered, METH_FASTCALL, rmq_pull_unfiltered_doc},
     {"pull_window", (PyCFunction)(void (*)(void))rmq_pull_window, METH_FASTCALL, rmq_pull_window_doc},
+    {"found_result", (PyCFunction)(void (*)(void))rmq_found_result, METH_FASTCALL, rmq_found_result_doc},
     {"query_keys", (PyCFunction)(void (*)(void))rmq_query_keys, METH_FASTCALL, rmq_query_keys_doc},
     {"query_message", (PyCFunction)(void (*)(void))rmq_query_message, METH_FASTCALL, rmq_query_message_doc},
     {"tags_codes", rmq_tags_codes, METH_VARARGS, rmq_tags_codes_doc},
