@@ -12,14 +12,12 @@ twin is exact but record by record, slower than numpy).
 
 from __future__ import annotations
 
-import sys
-import threading
-
 import numpy as np
 import pyarrow as pa
 
 from store import kernel
 from store.kernel import columns as native
+from store.pipeline.buffers import RECYCLER
 
 AVAILABLE = kernel.COMPILED
 # Column -> the want bit of decode_columns.
@@ -30,49 +28,6 @@ _NULLABLE = {"tags": "tags", "keys": "keys", "uniq_key": "uniq"}   # column -> s
 _MAP_TYPE = pa.map_(pa.string(), pa.string())
 
 
-class BufferRecycler:
-    """Output buffers of decode_columns that come back when the batches using them are gone.
-
-    A fresh buffer page-faults on every 4 KiB it is written (the kernel zeroes each page: a quarter
-    of the all-columns decode's time in `perf`, and most of a first run's, as Arrow's pool hands
-    freed batch-sized blocks back to the system). Each buffer given out is a view of an array kept
-    here; when nothing else refers to that array (the Arrow buffers wrapping the view are freed),
-    it is handed out again, already mapped. At most `keep_bytes` are kept; past that, or for small
-    outputs, Arrow's pool allocates as before.
-    """
-
-    SMALL = 1 << 16
-
-    def __init__(self, keep_bytes: int = 256 << 20):
-        self.keep_bytes = keep_bytes
-        self._arrays: list[np.ndarray] = []
-        self._kept = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, size: int):
-        if size < self.SMALL:
-            return pa.allocate_buffer(size)
-        with self._lock:
-            best = -1
-            for i in range(len(self._arrays)):
-                # 2 references: the list's and getrefcount's argument; a view given out adds one.
-                if self._arrays[i].shape[0] >= size and sys.getrefcount(self._arrays[i]) == 2 and (
-                        best < 0 or self._arrays[i].shape[0] < self._arrays[best].shape[0]):
-                    best = i
-            if best >= 0:
-                return pa.py_buffer(self._arrays[best][:size])
-            capacity = -(-size // self.SMALL) * self.SMALL
-            if self._kept + capacity > self.keep_bytes:
-                return pa.allocate_buffer(size)
-            array = np.empty(capacity, dtype=np.uint8)
-            self._arrays.append(array)
-            self._kept += capacity
-            return pa.py_buffer(array[:size])
-
-
-_RECYCLER = BufferRecycler()
-
-
 def decode(buf: np.ndarray, layout, columns: list[str], arrow_types: dict) -> dict[str, pa.Array]:
     """The arrays of `columns` that decode_columns builds exactly (a subset of `columns`)."""
     want = 0
@@ -81,10 +36,10 @@ def decode(buf: np.ndarray, layout, columns: list[str], arrow_types: dict) -> di
     if not want:
         return {}
     rows = layout.rows if layout.rows.flags.c_contiguous else np.ascontiguousarray(layout.rows)
-    # Outputs recycled (BufferRecycler): a fresh buffer of a batch's size page-faults on every 4 KiB
+    # Outputs recycled (store.pipeline.buffers): a fresh buffer of a batch's size page-faults on every 4 KiB
     # it writes (3-20x slower than the copy itself on these VMs).
     (offsets, data, names_off, values_off, reconsume, tags_codes, used,
-     flags) = native.decode_columns(buf, rows, want, _RECYCLER)
+     flags) = native.decode_columns(buf, rows, want, RECYCLER)
     n = rows.shape[0]
     row_bytes = (n + 1) * 4
 

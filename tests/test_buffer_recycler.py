@@ -1,4 +1,4 @@
-"""store.pipeline.columns_native.BufferRecycler: decode_columns' outputs come back only when unused."""
+"""store.pipeline.buffers.BufferRecycler: decode_columns' outputs and scan rows come back only when unused."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from store import kernel
-from store.pipeline import columns_native
+from store.pipeline import buffers, columns_native
 from store.pipeline.commitlog_decoder import COMMITLOG_COLUMNS, RecordDecoder, ScanLayout
 from store.pipeline.commitlog_scan import RecordScanner
 from store.pipeline.synthetic import SyntheticMessage, encode
@@ -20,7 +20,7 @@ def _address(buffer: pa.Buffer) -> int:
 
 
 def test_a_buffer_is_given_again_only_after_its_users_are_gone():
-    recycler = columns_native.BufferRecycler(keep_bytes=1 << 20)
+    recycler = buffers.BufferRecycler(keep_bytes=1 << 20)
     recycler.SMALL = 16
     first = recycler(100)
     second = recycler(100)
@@ -40,7 +40,7 @@ def test_a_buffer_is_given_again_only_after_its_users_are_gone():
 
 
 def test_past_keep_bytes_and_small_sizes_come_from_the_pool():
-    recycler = columns_native.BufferRecycler(keep_bytes=1 << 16)
+    recycler = buffers.BufferRecycler(keep_bytes=1 << 16)
     kept = recycler(1 << 16)
     extra = recycler(1 << 16)                               # over keep_bytes: not kept
     small = recycler(10)
@@ -50,7 +50,7 @@ def test_past_keep_bytes_and_small_sizes_come_from_the_pool():
 
 @pytest.mark.skipif(not kernel.COMPILED, reason="the C kernel is not built")
 def test_batches_kept_while_later_ones_decode_keep_their_values(monkeypatch):
-    recycler = columns_native.BufferRecycler(keep_bytes=1 << 20)
+    recycler = buffers.BufferRecycler(keep_bytes=1 << 20)
     recycler.SMALL = 64
     addresses = []
 
@@ -60,7 +60,7 @@ def test_batches_kept_while_later_ones_decode_keep_their_values(monkeypatch):
             addresses.append(buffer.address)
         return buffer
 
-    monkeypatch.setattr(columns_native, "_RECYCLER", counted)
+    monkeypatch.setattr(columns_native, "RECYCLER", counted)
     data = bytearray()
     for i in range(60):
         message = SyntheticMessage(topic=f"T{i % 3}", body=bytes([i]) * (50 + i),
