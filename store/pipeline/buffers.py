@@ -43,6 +43,8 @@ class BufferRecycler:
             capacity = -(-size // self.SMALL) * self.SMALL
             if self._kept + capacity > self.keep_bytes:
                 return pa.allocate_buffer(size)
+            # numpy asks large arrays for transparent huge pages (its madvise_hugepage default):
+            # one fault per 2 MiB where the system has them, the first time only.
             array = np.empty(capacity, dtype=np.uint8)
             self._arrays.append(array)
             self._kept += capacity
