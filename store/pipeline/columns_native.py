@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from store import kernel
 from store.kernel import columns as native
+from store.pipeline.buffers import RECYCLER
 
 AVAILABLE = kernel.COMPILED
 # Column -> the want bit of decode_columns.
@@ -35,10 +36,10 @@ def decode(buf: np.ndarray, layout, columns: list[str], arrow_types: dict) -> di
     if not want:
         return {}
     rows = layout.rows if layout.rows.flags.c_contiguous else np.ascontiguousarray(layout.rows)
-    # Outputs from Arrow's memory pool: it reuses freed pages, where a fresh bytearray of a batch's
-    # size page-faults on every 4 KiB it writes (3-20x slower than the copy itself on these VMs).
+    # Outputs recycled (store.pipeline.buffers): a fresh buffer of a batch's size page-faults on every 4 KiB
+    # it writes (3-20x slower than the copy itself on these VMs).
     (offsets, data, names_off, values_off, reconsume, tags_codes, used,
-     flags) = native.decode_columns(buf, rows, want, pa.allocate_buffer)
+     flags) = native.decode_columns(buf, rows, want, RECYCLER)
     n = rows.shape[0]
     row_bytes = (n + 1) * 4
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 from store import kernel
 from store.kernel import columns as kernel_columns
 from store.pipeline.arrowkit import gather_int
+from store.pipeline.buffers import RECYCLER
 
 MESSAGE_MAGIC_V1 = -626843481
 MESSAGE_MAGIC_V2 = -626843477
@@ -134,10 +135,10 @@ def _walk_headers(buf, start: int, stop: int) -> WalkResult:
 
 
 def scan_rows_buffer(rows: int) -> np.ndarray:
-    """`kernel.scan_buffer(rows)` from Arrow's memory pool, which reuses freed pages: a fresh numpy
-    array of a batch's rows page-faults on every 4 KiB the scan writes (several times the cost of
-    the scan itself on these VMs)."""
-    memory = pa.allocate_buffer(rows * kernel.SCAN_FIELDS * 8)
+    """`kernel.scan_buffer(rows)` from store.pipeline.buffers' recycler (already-mapped pages): a
+    fresh numpy array of a batch's rows page-faults on every 4 KiB the scan writes (several times
+    the cost of the scan itself on these VMs)."""
+    memory = RECYCLER(rows * kernel.SCAN_FIELDS * 8)
     return np.frombuffer(memory, dtype=np.int64).reshape(rows, kernel.SCAN_FIELDS)
 
 

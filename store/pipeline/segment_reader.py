@@ -133,7 +133,8 @@ class SegmentReader:
 
     def _decoded_in_threads(self, parts: Iterator[ScanLayout], decoder: RecordDecoder) -> Iterator[pa.RecordBatch]:
         """The batches of `parts` in order, decoded `decode_threads` at a time while the scan goes on
-        (kernel.scan and kernel.decode_columns release the GIL, so they run on both cores). A scan
+        (kernel.scan and kernel.decode_columns release the GIL, so they run on both cores), one more
+        batch scanned and queued ahead so no worker waits for the scan. A scan
         error is raised after the batches before it, as the sequential loop would."""
         with ThreadPoolExecutor(self.decode_threads, thread_name_prefix="segment-decode") as pool:
             pending: deque = deque()
@@ -149,7 +150,7 @@ class SegmentReader:
                             yield pending.popleft().result()
                         raise
                     pending.append(pool.submit(decoder.batch, part, self.columns))
-                    if len(pending) >= self.decode_threads:
+                    if len(pending) > self.decode_threads:
                         yield pending.popleft().result()
                 while pending:
                     yield pending.popleft().result()

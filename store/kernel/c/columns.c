@@ -197,9 +197,9 @@ static inline void put_host(fill_state *st, int slot, Py_ssize_t i, const unsign
 {
     int32_t *off = st->off + (Py_ssize_t)slot * (st->n + 1);
     unsigned char *o = st->data[slot] + st->used[slot];
-    Py_ssize_t w = v6 ? 20 : 8, n;
+    Py_ssize_t n;
     if (i > 0 && st->last_host[slot - S_BORN] != NULL && st->last_v6[slot - S_BORN] == v6 &&
-        memcmp(st->last_host[slot - S_BORN], host, (size_t)w) == 0) {
+        (v6 ? memcmp(st->last_host[slot - S_BORN], host, 20) : memcmp(st->last_host[slot - S_BORN], host, 8)) == 0) {
         n = off[i] - off[i - 1];
         memcpy(o, st->data[slot] + off[i - 1], (size_t)n);
     } else {
@@ -267,18 +267,19 @@ static void fill(fill_state *st)
             /* Text of an all-ASCII PROPERTIES (the usual case) needs no UTF-8 check per entry. */
             int checked = (st->flags & (1 << S_MAP)) || utf8_ok(p, n) == 2;
             while (start <= n) {
-                /* One pass to the piece's end (\x02 or the field's), noting its first \x01. */
-                Py_ssize_t end = start, sep = -1;
-                for (; end < n && p[end] != 0x02; end++)
-                    if (p[end] == 0x01 && sep < 0)
-                        sep = end;
+                /* The piece's end (\x02 or the field's) and its first \x01, by memchr (SIMD). */
+                const unsigned char *stop2 = memchr(p + start, 0x02, (size_t)(n - start));
+                Py_ssize_t end = stop2 != NULL ? stop2 - p : n;
+                const unsigned char *sep1 = memchr(p + start, 0x01, (size_t)(end - start));
+                Py_ssize_t sep = sep1 != NULL ? sep1 - p : -1;
                 if (sep > start && sep < end - 1) {
                     Py_ssize_t name_len = sep - start;
                     /* An earlier entry of this record with the same name is dropped (the map keeps
                      * the last one, in its place): remove it, moving the later entries down. */
                     for (Py_ssize_t e = first; e < st->entries; e++) {
                         Py_ssize_t ns = st->names_off[e], nl = st->names_off[e + 1] - ns;
-                        if (nl == name_len && memcmp(st->data[D_NAMES] + ns, p + start, (size_t)nl) == 0) {
+                        if (nl == name_len && st->data[D_NAMES][ns] == p[start] &&
+                            memcmp(st->data[D_NAMES] + ns, p + start, (size_t)nl) == 0) {
                             Py_ssize_t vs = st->values_off[e], vl = st->values_off[e + 1] - vs;
                             Py_ssize_t name_tail = st->used[D_NAMES] - (ns + nl);
                             Py_ssize_t value_tail = st->used[D_VALUES] - (vs + vl);
