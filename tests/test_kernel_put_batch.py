@@ -111,6 +111,25 @@ def test_encoded_records_are_encode_puts_records_back_to_back():
     assert (topic, queue_id, sys_flag, count) == ("TopicA", 3, singles[0][3], 32)
 
 
+@needs_native
+def test_a_single_puts_record_is_encode_puts_own_and_a_fresh_one_per_call():
+    """One message: encode_batch answers encode_put's record itself (no second copy), so each call
+    must still give its own bytearray, which place_batch then patches in place."""
+    settings = _settings()
+    message = Message("TopicA", b"payload" * 100, 1, tags="t", keys=["k1", "k2"],
+                      properties={"UNIQ_KEY": "U1"})
+    first = kernel._native.encode_batch([message], settings.kernel_context, 5)
+    second = kernel._native.encode_batch([message], settings.kernel_context, 5)
+    single = kernel._native.encode_put(message, settings.kernel_context, 5)
+    assert type(first[0]) is bytearray and first[0] is not second[0]
+    assert bytes(first[0]) == bytes(second[0]) == bytes(single[0])
+    assert list(struct.iter_unpack("=ii", first[1])) == [(len(single[0]), single[7])]
+    target = bytearray(len(first[0]) + 8)
+    ids = kernel._native.place_batch(target, 8, *first[:2], 4, 1000, 77, True, "C0A80001000027")
+    assert ids == ("C0A80001000027" + "%016X" % 1000,)
+    assert bytes(target[8:]) == bytes(first[0]) != bytes(second[0])   # patched: only the first
+
+
 def _place_inputs(rng: random.Random):
     settings = _settings(max_message_size=60000)
     messages = [dataclasses.replace(m, sys_flag=0, properties={

@@ -93,7 +93,14 @@ PyObject *rmq_encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (count > 1 && total > max_message_size)
         goto decline;
 
-    records = PyByteArray_FromStringAndSize(NULL, total);
+    /* A single put: encode_put's own bytearray (fresh, owned by `encoded` alone) is the answer, with
+     * no second allocation and copy of the record. */
+    if (count == 1) {
+        records = PyTuple_GET_ITEM(PyList_GET_ITEM(encoded, 0), 0);
+        Py_INCREF(records);
+    } else {
+        records = PyByteArray_FromStringAndSize(NULL, total);
+    }
     layout = PyBytes_FromStringAndSize(NULL, count * LAYOUT_FIELDS * (Py_ssize_t)sizeof(int32_t));
     if (records == NULL || layout == NULL)
         goto error;
@@ -106,7 +113,8 @@ PyObject *rmq_encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nar
         long ts_position = PyLong_AsLong(PyTuple_GET_ITEM(one, 7));
         if (ts_position == -1 && PyErr_Occurred())
             goto error;
-        memcpy(out, PyByteArray_AS_STRING(record), size);
+        if (count > 1)
+            memcpy(out, PyByteArray_AS_STRING(record), size);
         out += size;
         fields[i * LAYOUT_FIELDS] = (int32_t)size;
         fields[i * LAYOUT_FIELDS + 1] = (int32_t)ts_position;
