@@ -25,7 +25,7 @@ from store.codec.javahash import index_key_hash
 from store.codec.javahash import tags_code as compute_tags_code
 from store.kernel.scan_groups import queue_groups, span_groups
 
-SCAN_ROWS = 16384
+SCAN_ROWS = 65536                  # rows per kernel.scan call of the walk (~13 MiB of rows)
 _C = kernel.COL
 (_POS, _SIZE, _QUEUE_ID, _QUEUE_OFFSET, _PHY, _SYS_FLAG, _STORE_TS, _TOPIC_POS, _TOPIC_LEN,
  _TAGS_POS, _TAGS_LEN) = (_C[name] for name in (
