@@ -156,3 +156,18 @@ def test_decode_messages_is_the_decode_of_each():
     with pytest.raises(CorruptDataError) as expected:
         msgcodec.decode_message(records[-1])
     assert str(got.value) == str(expected.value)
+
+
+@needs_native
+def test_a_refused_class_leaves_the_learnt_layout_whole():
+    """A class whose first slots match MessageRecord's and a later one does not is refused; the
+    offsets learnt for MessageRecord before it must stay as they were."""
+    good = bytes(_random_record(random.Random(3)))
+    before = _check_same([good])
+    names = [field.name for field in dataclasses.fields(msgcodec.MessageRecord)]
+    # Slots in another order than MessageRecord's layout: the same names up to the last, a stranger.
+    Partial = type("Partial", (), {"__slots__": ("extra",) + tuple(names[:-1]) + ("odd",)})
+    Partial.__slots__ = tuple(names[:-1]) + ("odd",)
+    outcome = _check_same([good], (Partial,) + ARGS[1:])
+    assert outcome[0] == "raise" and outcome[1] == "TypeError"
+    assert _check_same([good]) == before

@@ -83,35 +83,46 @@ static void cache_put(cache_entry *e, const unsigned char *p, Py_ssize_t n, PyOb
 static const char layout_error[] =
     "decode_records: cls must be a slots class with MessageRecord's fields";
 
-/* Check `cls` (MessageRecord) once and remember where its slots are. */
+/* The offsets of `cls`'s slots when its __slots__ are exactly `names`, in order, each a writable
+ * object member; 0, or -1 (no exception set) for any other class. Shared with result.c. */
+int rmq_slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets)
+{
+    if (!PyType_Check(cls))
+        return -1;
+    PyTypeObject *type = (PyTypeObject *)cls;
+    PyObject *slots = PyDict_GetItemString(type->tp_dict, "__slots__");   /* borrowed */
+    if (slots == NULL || !PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) != n)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(slots, i);
+        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, names[i]) != 0)
+            return -1;
+        PyObject *descr = PyDict_GetItem(type->tp_dict, name);              /* borrowed */
+        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type))
+            return -1;
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type != T_OBJECT_EX || (member->flags & READONLY))
+            return -1;
+        offsets[i] = member->offset;
+    }
+    return 0;
+}
+
+/* Check `cls` (MessageRecord) once and remember where its slots are (only once it passed: a class
+ * refused after another was learnt leaves that one's offsets whole). */
 static int learn_layout(PyObject *cls)
 {
     if ((PyTypeObject *)cls == layout_cls)
         return 0;
-    if (!PyType_Check(cls))
-        goto refuse;
-    PyTypeObject *type = (PyTypeObject *)cls;
-    PyObject *slots = PyDict_GetItemString(type->tp_dict, "__slots__");   /* borrowed */
-    if (slots == NULL || !PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) != N_FIELDS)
-        goto refuse;
-    for (int i = 0; i < N_FIELDS; i++) {
-        PyObject *name = PyTuple_GET_ITEM(slots, i);
-        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, field_names[i]) != 0)
-            goto refuse;
-        PyObject *descr = PyDict_GetItem(type->tp_dict, name);              /* borrowed */
-        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type))
-            goto refuse;
-        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type != T_OBJECT_EX || (member->flags & READONLY))
-            goto refuse;
-        slot_offset[i] = member->offset;
+    Py_ssize_t offsets[N_FIELDS];
+    if (rmq_slot_offsets(cls, field_names, N_FIELDS, offsets) < 0) {
+        PyErr_SetString(PyExc_TypeError, layout_error);
+        return -1;
     }
+    memcpy(slot_offset, offsets, sizeof offsets);
     Py_INCREF(cls);
-    Py_XSETREF(layout_cls, type);
+    Py_XSETREF(layout_cls, (PyTypeObject *)cls);
     return 0;
-refuse:
-    PyErr_SetString(PyExc_TypeError, layout_error);
-    return -1;
 }
 
 int rmq_is_ascii(const unsigned char *p, Py_ssize_t n)

@@ -133,6 +133,9 @@ typedef struct {
     PyObject *memo[RMQ_MEMO_FIELDS];
 } rmq_decoder;
 int rmq_decoders_check(PyObject *cls);
+/* The offsets of cls's slots when its __slots__ are exactly `names` (writable object members), in
+ * order: 0, or -1 with no exception set (decode.c; result.c uses it too). */
+int rmq_slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets);
 void rmq_decoder_clear(rmq_decoder *d);
 /* The record buf[0:len] decoded; when the fast path does not apply, decode_one(bytes) decides. */
 PyObject *rmq_decode_at(const unsigned char *buf, Py_ssize_t len, rmq_decoder *d);

@@ -29,22 +29,9 @@ static int learn_result(PyObject *cls)
     PyTypeObject *type = (PyTypeObject *)cls;
     if (type->tp_alloc != PyType_GenericAlloc || type->tp_itemsize != 0)
         goto refuse;
-    PyObject *slots = PyDict_GetItemString(type->tp_dict, "__slots__");   /* borrowed */
-    if (slots == NULL || !PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) != N_RESULT_FIELDS)
-        goto refuse;
     Py_ssize_t offsets[N_RESULT_FIELDS];
-    for (int i = 0; i < N_RESULT_FIELDS; i++) {
-        PyObject *name = PyTuple_GET_ITEM(slots, i);
-        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, result_fields[i]) != 0)
-            goto refuse;
-        PyObject *descr = PyDict_GetItem(type->tp_dict, name);              /* borrowed */
-        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type))
-            goto refuse;
-        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type != T_OBJECT_EX || (member->flags & READONLY))
-            goto refuse;
-        offsets[i] = member->offset;
-    }
+    if (rmq_slot_offsets(cls, result_fields, N_RESULT_FIELDS, offsets) < 0)
+        goto refuse;
     if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
         return -1;
     if (empty == NULL && (empty = PyTuple_New(0)) == NULL)
