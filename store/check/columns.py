@@ -219,4 +219,4 @@ def _span_groups(buf, positions: np.ndarray, lengths: np.ndarray) -> tuple[list[
         return list(distinct), inverse
     first, inverse = span_groups(buf, positions, lengths)
     names = [bytes(buf[p:p + n]) for p, n in zip(positions[first].tolist(), lengths[first].tolist())]
-    return names, inverse.ravel()
+    return names, inverse

@@ -43,7 +43,7 @@ def queue_groups(buf, rows: np.ndarray) -> tuple[list[tuple[str, int]], np.ndarr
         pos, length = int(topic_pos[row]), int(topic_len[row])
         keys_list.append((bytes(buf[pos:pos + length]).decode("utf-8", "replace"),
                           int(rows[row, _QUEUE_ID])))
-    return keys_list, inverse.ravel()
+    return keys_list, inverse
 
 
 def span_groups(buf, positions: np.ndarray, lengths: np.ndarray,
