@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from store import Message, MessageStore
+from store import Message, MessageStore, kernel
 from store.check import columns as columns_module
 from store.check import commitlog as commitlog_module
 from store.check import log_view
@@ -216,3 +216,44 @@ def test_segment_starts_match_a_full_walk(tmp_path, monkeypatch):
                     assert before[-1] in near and all(s in starts for s in near), (cap, phy)
         finally:
             view.close()
+
+
+def test_scan_ahead_same_findings_and_no_thread_left(tmp_path, monkeypatch):
+    """The walk scans the next batch on a second thread (RecordColumns.scan_next): batches inside a
+    segment and the next segment's first. Taken or dropped (damage makes the walk stop short of a
+    batch it scanned ahead), the findings are those of a walk without it, and no thread outlives
+    the check."""
+    import threading
+
+    monkeypatch.setattr(columns_module, "SCAN_ROWS", 64)
+    root = str(tmp_path / "store")
+    config = _many_queue_store(root, 3000)
+    log = os.path.join(root, "commitlog", sorted(os.listdir(os.path.join(root, "commitlog")))[0])
+    with open(log, "r+b") as handle:      # a body byte: BODYCRC stops a batch in the first segment
+        handle.seek(70_000)
+        byte = handle.read(1)
+        handle.seek(70_000)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    ahead = {"started": 0, "taken": 0}
+    start, scan = columns_module.RecordColumns._start, columns_module.RecordColumns._scan
+
+    def counted_start(self, *args):
+        ahead["started"] += 1
+        return start(self, *args)
+
+    def counted_scan(self, *args):
+        answer = scan(self, *args)
+        ahead["taken"] += answer[4] is not None
+        return answer
+
+    monkeypatch.setattr(columns_module.RecordColumns, "_start", counted_start)
+    monkeypatch.setattr(columns_module.RecordColumns, "_scan", counted_scan)
+    for caps in ({}, {"max_records": 1500}, {"max_findings": 1}):
+        with_ahead = _findings(config, **caps)
+        assert not [t for t in threading.enumerate() if t.name.startswith("rmq-check-scan")]
+        with monkeypatch.context() as patch:
+            patch.setattr(columns_module.RecordColumns, "scan_next", lambda self, buf, size: None)
+            assert with_ahead == _findings(config, **caps), caps
+    assert any("BODYCRC" in f for f in with_ahead), with_ahead
+    if kernel.COMPILED:                # the twins scan on the walk's own thread
+        assert ahead["taken"] > 10 and ahead["started"] > ahead["taken"], ahead

@@ -16,6 +16,8 @@ So every finding still comes from the record-by-record code; the kernel only ski
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from store import kernel
@@ -54,6 +56,11 @@ class RecordColumns:
         self._tags_memo: dict[bytes, int] = {}
         self.count = 0
         self.out = kernel.scan_buffer(scan_rows or SCAN_ROWS)
+        self._spare = None            # the scan-ahead thread's rows (scan_ahead), then swapped in
+        self._ahead = None            # (buf, position, size, future of _scan_columns' answer)
+        self._next = None             # (buf, size) of the segment to scan ahead (scan_next)
+        self._scans_ahead = False
+        self._pool = None
         self.size = self.queue = self.queue_offset = self.tags_code = self.store_ts = None
         self.keys_known = self.exact = self.key_pairs = None
 
@@ -102,20 +109,71 @@ class RecordColumns:
         self.size = self.queue = self.queue_offset = self.tags_code = self.store_ts = None
         self.keys_known = self.exact = self.key_pairs = None
 
+    # ---------------------------------------------------------------------------- scan ahead
+    def scan_next(self, buf, size: int) -> None:
+        """Say which segment the walk takes next, and so scan ahead: once the walk has a batch of
+        rows, a second thread scans the next batch (of this segment, or `buf` from its start when
+        this one ended), with the C parts of `_take` (queue groups, key hashes, tag groups; all
+        release the GIL), while this thread judges the current rows; `walk_rows` picks the answer
+        up when it asks for that position."""
+        if kernel.COMPILED:           # the twins hold the GIL: a second thread would only wait
+            self._scans_ahead = True
+            self._next = (buf, size) if size else None
+
+    def _start(self, buf, position: int, size: int) -> None:
+        self.settle()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="rmq-check-scan")
+            self._spare = kernel.scan_buffer(len(self.out))
+        self._ahead = (buf, position, size,
+                       self._pool.submit(_scan_columns, buf, position, size, self._spare))
+
+    def settle(self) -> None:
+        """Wait for a scan ahead nobody took (its rows are dropped): no read of a segment's map
+        may outlive the walk of it."""
+        if self._ahead is not None:
+            future, self._ahead = self._ahead[3], None
+            future.exception()
+
+    def close(self) -> None:
+        self._next, self._scans_ahead = None, False
+        self.settle()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _scan(self, buf, position: int, size: int):
+        """kernel.scan's (count, stop, kind) and the rows, with `_take`'s C parts when they were
+        computed ahead (else None)."""
+        ahead = self._ahead
+        if ahead is not None and ahead[0] is buf and ahead[1] == position and ahead[2] == size:
+            self._ahead = None
+            count, stop, kind, parts = ahead[3].result()
+            self.out, self._spare = self._spare, self.out
+        else:
+            count, stop, kind, _ = kernel.scan(buf, position, size, 1, self.out)
+            parts = None
+        if not self._scans_ahead:
+            pass
+        elif kind == kernel.STOP_FULL and stop < size:
+            self._start(buf, stop, size)      # the rest of this segment
+        elif self._next is not None:
+            following, self._next = self._next, None
+            self._start(following[0], 0, following[1])
+        return count, stop, kind, self.out[:count], parts
+
     # ---------------------------------------------------------------------------- the walk
     def walk_rows(self, buf, base: int, position: int, size: int, scan, starts,
                   max_records: int | None) -> int:
         """Accept kernel rows from `position` until a record the record-by-record path must see;
         return where that path takes over (or where `max_records` capped the walk)."""
-        out = self.out
         while position < size:
-            count, stop, kind, _ = kernel.scan(buf, position, size, 1, out)
-            rows = out[:count]
+            count, stop, kind, rows, parts = self._scan(buf, position, size)
             cut = _first_slow_row(buf, base, rows)
             if max_records is not None:
                 cut = min(cut, max_records - scan.records)
             if cut:
-                self._take(buf, base, rows[:cut], scan, starts)
+                self._take(buf, base, rows[:cut], scan, starts, parts if cut == count else None)
                 position = int(rows[cut - 1, _POS] + rows[cut - 1, _SIZE])
                 if max_records is not None and scan.records >= max_records:
                     scan.capped = True
@@ -124,11 +182,14 @@ class RecordColumns:
                 return position if cut < count else stop
         return position
 
-    def _take(self, buf, base: int, rows: np.ndarray, scan, starts) -> None:
+    def _take(self, buf, base: int, rows: np.ndarray, scan, starts, parts=None) -> None:
+        """Accept `rows`; `parts`: `_scan_columns`' C parts for exactly these rows, or None."""
         starts.frombytes((rows[:, _POS] + base).tobytes())
         scan.records += len(rows)
         scan.last_store_timestamp = max(scan.last_store_timestamp, int(rows[:, _STORE_TS].max()))
-        keys, inverse = queue_groups(buf, rows)
+        if parts is None:
+            parts = _c_parts(buf, rows)
+        (keys, inverse), hashed, tags = parts
         numbers = np.array([self.queue_number(key) for key in keys], dtype=np.int32)
         queued = (rows[:, _SYS_FLAG] & 0x04) == 0       # NOT_TYPE (0) or COMMIT (8)
         if queued.any():
@@ -144,30 +205,21 @@ class RecordColumns:
                 ends[key] = max(ends.get(key, 0), int(high[number]) + 1)
                 begins[key] = min(begins.get(key, 1 << 62), int(low[number]))
         keys_known = (rows[:, _SYS_FLAG] & 0x0C) != 0x0C
-        self._key_pairs(buf, rows, keys_known)
-        self._append(rows[:, _SIZE], numbers[inverse], rows[:, _QUEUE_OFFSET],
-                     self._tags_codes(buf, rows), rows[:, _STORE_TS], keys_known,
-                     np.ones(len(rows), dtype=np.bool_))
-
-    def _key_pairs(self, buf, rows: np.ndarray, keys_known: np.ndarray) -> None:
-        capacity = len(rows) + int(((rows[:, _C["keys_len"]] + 1) // 2 + 1).sum())
-        hashes = np.empty(capacity, dtype=np.int64)
-        numbers = np.empty(capacity, dtype=np.int64)
-        count = kernel.index_hashes(buf, np.ascontiguousarray(rows), hashes, numbers)
-        if count < 0:                 # a key or topic that is not ASCII: entries go the slow way
+        if hashed is None:            # a key or topic that is not ASCII: entries go the slow way
             keys_known[:] = False
-            return
-        hashes = np.abs(hashes[:count])
-        hashes[hashes == 1 << 31] = 0          # index_key_hash: Math.abs(Integer.MIN_VALUE) -> 0
-        self._pairs.append(((numbers[:count] + self.count) << 32) | (hashes & _HASH_MASK))
+        else:
+            hashes, record_numbers = hashed
+            self._pairs.append(((record_numbers + self.count) << 32) | (hashes & _HASH_MASK))
+        self._append(rows[:, _SIZE], numbers[inverse],
+                     rows[:, _QUEUE_OFFSET], self._tags_codes(len(rows), tags),
+                     rows[:, _STORE_TS], keys_known, np.ones(len(rows), dtype=np.bool_))
 
-    def _tags_codes(self, buf, rows: np.ndarray) -> np.ndarray:
-        codes = np.zeros(len(rows), dtype=np.int64)
-        tagged = np.flatnonzero(rows[:, _TAGS_POS] >= 0)
-        if not len(tagged):
+    def _tags_codes(self, count: int, tags) -> np.ndarray:
+        codes = np.zeros(count, dtype=np.int64)
+        if tags is None:
             return codes
+        tagged, names, inverse = tags
         memo = self._tags_memo
-        names, inverse = _span_groups(buf, rows[tagged, _TAGS_POS], rows[tagged, _TAGS_LEN])
         values = []
         for name in names:
             code = memo.get(name)
@@ -178,6 +230,41 @@ class RecordColumns:
             values.append(code)
         codes[tagged] = np.array(values, dtype=np.int64)[inverse]
         return codes
+
+
+def _scan_columns(buf, position: int, size: int, out: np.ndarray):
+    """`RecordColumns.scan_ahead`'s work: kernel.scan of buf[position:size] into `out`, and
+    `_c_parts` of all its rows (the walk recomputes them when it takes fewer)."""
+    count, stop, kind, _ = kernel.scan(buf, position, size, 1, out)
+    rows = out[:count]
+    return count, stop, kind, _c_parts(buf, rows) if count else None
+
+
+def _c_parts(buf, rows: np.ndarray):
+    """What `_take` needs of `rows` that is computed in C with the GIL released: the queue groups
+    (queue_groups), the index key hashes ((hash, row) pairs; None if a key or topic is not
+    ASCII) and the tag groups ((tagged rows, distinct names, group of each); None: no tags)."""
+    return queue_groups(buf, rows), _key_hashes(buf, rows), _tag_groups(buf, rows)
+
+
+def _key_hashes(buf, rows: np.ndarray):
+    capacity = len(rows) + int(((rows[:, _C["keys_len"]] + 1) // 2 + 1).sum())
+    hashes = np.empty(capacity, dtype=np.int64)
+    numbers = np.empty(capacity, dtype=np.int64)
+    count = kernel.index_hashes(buf, np.ascontiguousarray(rows), hashes, numbers)
+    if count < 0:
+        return None
+    hashes = np.abs(hashes[:count])
+    hashes[hashes == 1 << 31] = 0          # index_key_hash: Math.abs(Integer.MIN_VALUE) -> 0
+    return hashes, numbers[:count]
+
+
+def _tag_groups(buf, rows: np.ndarray):
+    tagged = np.flatnonzero(rows[:, _TAGS_POS] >= 0)
+    if not len(tagged):
+        return None
+    names, inverse = _span_groups(buf, rows[tagged, _TAGS_POS], rows[tagged, _TAGS_LEN])
+    return tagged, names, inverse
 
 
 _FIELDS = {"size": np.int32, "queue": np.int32, "queue_offset": np.int64, "tags_code": np.int64,

@@ -103,19 +103,26 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
     last_data = _last_data_segment(view, sink)
     starts, columns, last_start, checkpoints = array("q"), RecordColumns(), -1, []
     scan.end_offset = scan.min_offset
-    for index, segment in enumerate(view.segments[:last_data + 1]):
-        if sink.full or scan.capped:
-            break
-        if index < last_data:
-            _release(view.segments[index + 1], "MADV_WILLNEED")
-        end = _walk_segment(view, segment, index == last_data, sink, scan, starts, max_records,
-                            unclean, columns)
-        scan.end_offset = end if index == last_data else scan.end_offset
-        _release(segment)
-        if columns.count >= WINDOW_RECORDS:
-            last_start = _hand_over(columns, starts, matchers, last_start, checkpoints)
-        if progress is not None:
-            progress("commitlog", index + 1, last_data + 1)
+    try:
+        for index, segment in enumerate(view.segments[:last_data + 1]):
+            if sink.full or scan.capped:
+                break
+            if index < last_data:
+                following = view.segments[index + 1]
+                _release(following, "MADV_WILLNEED")
+                columns.scan_next(following.buffer, following.size_bytes)
+            else:
+                columns.scan_next(None, 0)
+            end = _walk_segment(view, segment, index == last_data, sink, scan, starts,
+                                max_records, unclean, columns)
+            scan.end_offset = end if index == last_data else scan.end_offset
+            _release(segment)
+            if columns.count >= WINDOW_RECORDS:
+                last_start = _hand_over(columns, starts, matchers, last_start, checkpoints)
+            if progress is not None:
+                progress("commitlog", index + 1, last_data + 1)
+    finally:
+        columns.close()
     last_start = _hand_over(columns, starts, matchers, last_start, checkpoints)
     scan.walked_to = last_start + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
     scan.segment_starts = SegmentStarts(view, last_data, unclean, scan.walked_to, checkpoints)
