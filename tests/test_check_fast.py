@@ -257,3 +257,22 @@ def test_scan_ahead_same_findings_and_no_thread_left(tmp_path, monkeypatch):
     assert any("BODYCRC" in f for f in with_ahead), with_ahead
     if kernel.COMPILED:                # the twins scan on the walk's own thread
         assert ahead["taken"] > 10 and ahead["started"] > ahead["taken"], ahead
+
+
+def test_key_memory_known_is_exact():
+    """`_KeyMemory.known` (a bit filter on the low 24 bits, then a search of the remembered
+    hashes) answers exactly what a set answers, for hashes that share the filter's bits too."""
+    rng = np.random.default_rng(7)
+    memory = index_module._KeyMemory(view=None)
+    remembered: set[int] = set()
+    for _ in range(30):
+        new = rng.integers(0, 1 << 31, 200)
+        new[:50] = (new[:50] & ~((1 << 24) - 1)) | 12345      # one filter bit, many hashes
+        memory.remember(new, new)
+        memory[int(rng.integers(0, 1 << 31))] = "text"
+        remembered.update(memory.pending)
+        asked = np.concatenate([rng.integers(0, 1 << 31, 500), rng.choice(new, 100),
+                                (rng.integers(0, 1 << 7, 100) << 24) | 12345])
+        expected = np.array([int(h) in remembered for h in asked])
+        assert (memory.known(asked) == expected).all()
+    assert len(memory) == len(remembered)

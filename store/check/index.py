@@ -74,6 +74,9 @@ def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
         progress("index", len(names), len(names))
 
 
+_FILTER_BITS = 1 << 24
+
+
 class _KeyMemory:
     """`key_of_hash`: keyHash -> the key text first seen with it, for at most index_runs.MAX_KEYS_REMEMBERED
     hashes. A hash remembered in bulk (store.check.index_runs) holds the offset of its record
@@ -84,6 +87,9 @@ class _KeyMemory:
         self.texts: dict[int, object] = {}
         self.sorted = np.zeros(0, dtype=np.int64)
         self.pending: list[int] = []
+        # A bit per low-24-bit value of the remembered hashes: most lookups miss it, and only the
+        # hashes whose bit is set are searched in `sorted` (the answer is exact either way).
+        self.filter = np.zeros(_FILTER_BITS >> 3, dtype=np.uint8)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -104,12 +110,21 @@ class _KeyMemory:
 
     def known(self, hashes: np.ndarray) -> np.ndarray:
         if self.pending:
-            self.sorted = np.union1d(self.sorted, np.array(self.pending, dtype=np.int64))
+            pending = np.array(self.pending, dtype=np.int64)
+            self.sorted = np.union1d(self.sorted, pending)
             self.pending = []
+            low = pending & (_FILTER_BITS - 1)
+            np.bitwise_or.at(self.filter, low >> 3, np.left_shift(1, low & 7).astype(np.uint8))
+        answer = np.zeros(len(hashes), dtype=bool)
         if not len(self.sorted):
-            return np.zeros(len(hashes), dtype=bool)
-        at = np.minimum(np.searchsorted(self.sorted, hashes), len(self.sorted) - 1)
-        return self.sorted[at] == hashes
+            return answer
+        low = hashes & (_FILTER_BITS - 1)
+        maybe = np.flatnonzero((self.filter[low >> 3] >> (low & 7)) & 1)
+        if len(maybe):
+            candidates = hashes[maybe]
+            at = np.minimum(np.searchsorted(self.sorted, candidates), len(self.sorted) - 1)
+            answer[maybe] = self.sorted[at] == candidates
+        return answer
 
 
 def _key_text(request, key_hash: int) -> str | None:
