@@ -96,7 +96,7 @@ class RecordColumns:
             parts = self._parts[name]
             setattr(self, name, np.concatenate(parts) if parts else np.zeros(0, dtype=dtype))
         self._parts = {}
-        self.key_pairs = np.sort(np.concatenate(self._pairs)) if self._pairs else \
+        self.key_pairs = np.sort(np.concatenate(self._pairs), kind="stable") if self._pairs else \
             np.zeros(0, dtype=np.int64)
         self._pairs = []
 
