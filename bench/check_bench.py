@@ -7,10 +7,11 @@ least read), then a child process that opens the store read-only (`MessageStore.
 read_only=True)`) and runs `check()`; first with the page cache dropped (when we may write
 /proc/sys/vm/drop_caches, root on these VMs), then warm. The child's peak RSS is reported too.
 
-    python -m bench.check_bench [--size smoke|full] [--keep DIR]   (run_all: --only check)
+    python -m bench.check_bench [--size smoke|full] [--keep DIR] [--messages N]   (run_all: --only check)
 
 `--keep DIR` (under /tmp) keeps the built store in DIR/store and reuses it when it is there (same
---size): for profiling and before/after comparisons on the same bytes.
+--size): for profiling and before/after comparisons on the same bytes. `--messages N` builds N
+messages instead of the size's count (4000000: the 4.5 GB store of issue #17's table).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ QUEUES_PER_TOPIC = 8
 GOAL_CHECK_X_READ = 2.0
 GOAL_OPEN_WARM_S = 1.0
 _KEEP: str | None = None
+_MESSAGES: int | None = None
 
 
 def build(root: str, count: int, topics: int) -> float:
@@ -78,6 +80,7 @@ def run_child(root: str) -> dict:
 def run(args, report: common.Report) -> None:
     smoke = args.size == "smoke"
     count, topics = (4000, 16) if smoke else (1_200_000, 256)
+    count = _MESSAGES or count
     reps = common.reps_for(args, full=3)
     with common.scratch_dir(args, "check") as parent:
         root = os.path.join(_KEEP, "store") if _KEEP else os.path.join(parent, "store")
@@ -130,9 +133,13 @@ _main = common.scenario_main("check_bench", __doc__.splitlines()[0], run)
 
 
 def main(argv=None):
-    global _KEEP
+    global _KEEP, _MESSAGES
     argv = list(sys.argv[1:] if argv is None else argv)
     _KEEP = common.pop_keep(argv) or _KEEP
+    if "--messages" in argv:
+        at = argv.index("--messages")
+        _MESSAGES = int(argv[at + 1])
+        del argv[at:at + 2]
     if argv and argv[0] == "--child":
         if common.REPO_ROOT not in sys.path:
             sys.path.insert(0, common.REPO_ROOT)

@@ -276,3 +276,50 @@ def test_key_memory_known_is_exact():
         expected = np.array([int(h) in remembered for h in asked])
         assert (memory.known(asked) == expected).all()
     assert len(memory) == len(remembered)
+
+
+def _chains_clean_by_definition(slot_table, entries, slots: int, count: int) -> bool:
+    """chains_clean's docstring, entry by entry."""
+    links = [0] * count
+    for slot, head in enumerate(slot_table.tolist()):
+        if 0 < head < count:
+            if int(entries["key_hash"][head]) % slots != slot:
+                return False
+            links[head] += 1
+    for number in range(1, count):
+        key_hash, prev = int(entries["key_hash"][number]), int(entries["prev_index"][number])
+        if prev < 0 or prev >= number or key_hash < 0:
+            return False
+        if prev > 0:
+            if int(entries["key_hash"][prev]) % slots != key_hash % slots:
+                return False
+            links[prev] += 1
+    return all(n == 1 for n in links[1:])
+
+
+def test_chains_clean_matches_its_definition(monkeypatch):
+    """The column-wise chain verdict (each entry's slot kept in an array, the entries read once, a
+    chunk at a time) against its definition, on healthy tables and damaged ones."""
+    monkeypatch.setattr(fast_index, "CHAIN_CHUNK", 7)
+    rng = random.Random(5)
+    verdicts = set()
+    for case in range(300):
+        slots, count = rng.randrange(1, 12), rng.randrange(1, 40)
+        table = np.zeros(slots, dtype=">i4")
+        entries = np.zeros(count, dtype=ENTRY_DTYPE)
+        for number in range(1, count):          # a healthy index: each entry heads its slot
+            key_hash = rng.randrange(1 << 31)
+            entries[number]["key_hash"] = key_hash
+            entries[number]["prev_index"] = table[key_hash % slots]
+            table[key_hash % slots] = number
+        for _ in range(rng.choice((0, 0, 1, 2))):   # damage
+            field = rng.choice(("key_hash", "prev_index", "slot"))
+            if field == "slot":
+                table[rng.randrange(slots)] = rng.randrange(-2, count + 2)
+            elif count > 1:
+                entries[rng.randrange(1, count)][field] = rng.randrange(-3, max(count, 3) * 3)
+        released = []
+        got = fast_index.chains_clean(table, entries, slots, count, lambda: released.append(1))
+        assert got == _chains_clean_by_definition(table, entries, slots, count), case
+        verdicts.add(got)
+    assert verdicts == {True, False}

@@ -21,22 +21,19 @@ def chains_clean(slot_table: np.ndarray, entries: np.ndarray, slots: int, index_
     """Whether the chain walk would find nothing: every entry has exactly one link to it (from its
     slot or from a newer entry), links point to older entries, and every keyHash is >= 0 and in
     the slot of what links to it (so, by induction from the newest entry, each is reached once,
-    on its own slot's chain). Reads the entries a chunk at a time (no copy of the file), calling
-    `release()` after each (to drop the pages read from the process)."""
+    on its own slot's chain).
+
+    Reads the entries once, in order, a chunk at a time (no copy of the file), calling `release()`
+    after each (to drop the pages read from the process); each entry's slot is kept in an array
+    (4 bytes an entry, bounded by maxIndexNum), so that the links, which point anywhere into the
+    file, are followed in it and not in the mapped entries (their pages would all stay resident)."""
     if index_count <= 1:
         return True
+    release = release or (lambda: None)
+    slot_of = np.empty(index_count, dtype=np.int32)
+    slot_of[0] = -1
     linked_to = np.zeros(index_count, dtype=bool)
     links = 0
-    release = release or (lambda: None)
-    for first in range(0, len(slot_table), CHAIN_CHUNK):
-        table = slot_table[first:first + CHAIN_CHUNK]
-        which = np.flatnonzero((table > 0) & (table < index_count))
-        heads = table[which].astype(np.int64)
-        if (entries["key_hash"][heads].astype(np.int64) % slots != which + first).any():
-            return False
-        linked_to[heads] = True
-        links += len(heads)
-        release()
     for first in range(1, index_count, CHAIN_CHUNK):
         part = entries[first:first + CHAIN_CHUNK]
         key_hash = part["key_hash"].astype(np.int64)
@@ -44,12 +41,22 @@ def chains_clean(slot_table: np.ndarray, entries: np.ndarray, slots: int, index_
         numbers = np.arange(first, first + len(part))
         if ((prev < 0) | (prev >= numbers)).any() or (key_hash < 0).any():
             return False
+        slot_of[first:first + len(part)] = key_hash % slots
         linked = prev > 0
-        targets = prev[linked]
-        if (entries["key_hash"][targets].astype(np.int64) % slots != key_hash[linked] % slots).any():
+        targets = prev[linked]                       # older entries: their slots are known
+        if (slot_of[targets] != slot_of[first:first + len(part)][linked]).any():
             return False
         linked_to[targets] = True
         links += len(targets)
+        release()
+    for first in range(0, len(slot_table), CHAIN_CHUNK):
+        table = slot_table[first:first + CHAIN_CHUNK]
+        which = np.flatnonzero((table > 0) & (table < index_count))
+        heads = table[which].astype(np.int64)
+        if (slot_of[heads] != which + first).any():
+            return False
+        linked_to[heads] = True
+        links += len(heads)
         release()
     return links == index_count - 1 and bool(linked_to[1:].all())
 

@@ -24,6 +24,9 @@ from store.mappedfile.mapped_file import parse_file_name
 _INT = struct.Struct(">i")
 _ZERO_CHUNK_BYTES = 1 << 20
 
+RELEASE_EVERY = 256                 # check_at reads between two release_pages
+
+
 @dataclass
 class Segment:
     path: str
@@ -51,6 +54,8 @@ class CommitLogView:
             self._load_directory(directory)
         self.segments.sort(key=lambda s: s.file_from_offset)
         self._starts = [s.file_from_offset for s in self.segments]
+        self._touched: set[int] = set()         # segments check_at read since release_pages
+        self._reads = 0
 
     def _load_directory(self, directory: str) -> None:
         try:
@@ -69,6 +74,18 @@ class CommitLogView:
                 with open(path, "rb") as handle:
                     buffer = mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ)
             self.segments.append(Segment(path, offset, size, buffer))
+
+    def release_pages(self) -> None:
+        """Drop the mapped pages of the segments `check_at` read since the last release."""
+        for start in self._touched:
+            segment = self.find(start)
+            if segment is not None and isinstance(segment.buffer, mmap.mmap):
+                try:
+                    segment.buffer.madvise(mmap.MADV_DONTNEED)
+                except (OSError, ValueError, AttributeError):
+                    pass
+        self._touched.clear()
+        self._reads = 0
 
     def close(self) -> None:
         for segment in self.segments:
@@ -91,10 +108,18 @@ class CommitLogView:
         return segment if phy_offset < segment.file_from_offset + segment.size_bytes else None
 
     def check_at(self, phy_offset: int, *, check_crc: bool = False) -> record_check.CheckResult:
-        """RocketMQ's record check at a physical offset (INVALID when no segment holds it)."""
+        """RocketMQ's record check at a physical offset (INVALID when no segment holds it).
+
+        Every RELEASE_EVERY calls, the pages these reads mapped are dropped from the process (they
+        stay in the page cache): scattered reads over a large log (a unit or an index entry per
+        queue) fault in readahead around each, and the RSS would grow with the log's size."""
         segment = self.find(phy_offset)
         if segment is None:
             return record_check.CheckResult(record_check.CHECK_INVALID, -1, None)
+        self._touched.add(segment.file_from_offset)
+        self._reads += 1
+        if self._reads >= RELEASE_EVERY:
+            self.release_pages()
         return record_check.check_message(segment.buffer, phy_offset - segment.file_from_offset,
                                           check_crc=check_crc, limit=segment.size_bytes,
                                           delay_levels_ms=self.delay_levels_ms)
