@@ -135,7 +135,7 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
     return scan
 
 
-WINDOW_RECORDS = 1 << 18
+WINDOW_RECORDS = 1 << 19
 CHECKPOINT_EVERY = 1024                 # one walked record start kept in this many
 
 def _hand_over(columns: RecordColumns, starts, matchers, last_start: int, checkpoints) -> int:

@@ -413,15 +413,18 @@ def _first_real_unit(queue_path: str, cq_end: int) -> int | None:
     except OSError:
         return None
     for name in names[:1]:
-        data = _map(os.path.join(queue_path, name))
-        units = np.frombuffer(data, dtype=CQ_UNIT_DTYPE, count=len(data) // CQ_UNIT_SIZE)
-        first = len(units)
-        for chunk in range(0, len(units), _FIRST_UNIT_CHUNK):   # pre-fill units are few
-            part = units[chunk:chunk + _FIRST_UNIT_CHUNK]
-            real = np.flatnonzero((part["phy_offset"] != 0) | (part["size"] != PREFILL_SIZE))
-            if len(real):
-                first = chunk + int(real[0])
-                break
+        try:                # pread: a fault on a map reads ahead into the file's sparse tail
+            with open(os.path.join(queue_path, name), "rb", buffering=0) as handle:
+                first = total = os.fstat(handle.fileno()).st_size // CQ_UNIT_SIZE
+                for chunk in range(0, total, _FIRST_UNIT_CHUNK):   # pre-fill units are few
+                    part = np.frombuffer(os.pread(handle.fileno(), CQ_UNIT_SIZE * min(
+                        _FIRST_UNIT_CHUNK, total - chunk), chunk * CQ_UNIT_SIZE), CQ_UNIT_DTYPE)
+                    real = np.flatnonzero((part["phy_offset"] != 0) | (part["size"] != PREFILL_SIZE))
+                    if len(real):
+                        first = chunk + int(real[0])
+                        break
+        except OSError:
+            return None
         return parse_file_name(name) // CQ_UNIT_SIZE + first
     return cq_end
 
