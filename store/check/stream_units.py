@@ -39,6 +39,16 @@ class _FileQueue:
 
     def units(self, queue_offsets: np.ndarray):
         """(mask of the offsets a file holds, phy, size, tags of those units)."""
+        first, count = int(queue_offsets[0]), len(queue_offsets)
+        number = first // self.per_file if first >= 0 else -1
+        if int(queue_offsets[-1]) - first == count - 1 and \
+                (first + count - 1) // self.per_file == number and \
+                (count == 1 or bool((np.diff(queue_offsets) == 1).all())):  # a healthy window
+            path = self.files.get(number * self.file_size) if number >= 0 else None
+            units = self._read(path, first - number * self.per_file, count) if path else None
+            if units is not None and len(units) == count:
+                return (np.ones(count, dtype=bool), units["phy_offset"], units["size"],
+                        units["tags_code"])
         files = queue_offsets // self.per_file
         held = np.zeros(len(queue_offsets), dtype=bool)
         phy, size, tags = (np.zeros(len(queue_offsets), dtype=np.int64) for _ in range(3))
@@ -115,35 +125,39 @@ class UnitMatcher:
         queue = columns.queue[exact]
         order = np.argsort(queue, kind="stable")
         exact, queue = exact[order], queue[order]
+        offsets = columns.queue_offset[exact]
+        held = np.zeros(len(exact), dtype=bool)
+        phy, size, tags = (np.zeros(len(exact), dtype=np.int64) for _ in range(3))
         bounds = np.flatnonzero(np.diff(queue)) + 1
         for first, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), len(queue)]):
             key = columns.queue_keys[int(queue[first])]
             reader = self.queues.get(key, self)
             if reader is self:
                 reader = self.queues[key] = self.source(*key)
-            if reader is None:
-                continue
-            records = exact[first:stop]
-            offsets = columns.queue_offset[records]
-            held, phy, size, tags = reader.units(offsets)
-            match = held & (phy == starts[records]) & (size == columns.size[records]) & \
-                ((tags == columns.tags_code[records]) | (tags <= EXT_ADDRESS_MAX))
-            matched = offsets[match]
-            if len(matched) > 1 and not (matched[1:] > matched[:-1]).all():
-                matched = np.unique(matched)
-            self._add(key, matched)
+            if reader is not None:
+                held[first:stop], phy[first:stop], size[first:stop], tags[first:stop] = \
+                    reader.units(offsets[first:stop])
+        match = held & (phy == starts[exact]) & (size == columns.size[exact]) & \
+            ((tags == columns.tags_code[exact]) | (tags <= EXT_ADDRESS_MAX))
+        self._add_all(columns.queue_keys, queue[match], offsets[match])
         for reader in self.queues.values():
             if reader is not None:
                 reader.release()
 
-    def _add(self, key, offsets: np.ndarray) -> None:
+    def _add_all(self, keys: list, queue: np.ndarray, offsets: np.ndarray) -> None:
+        """Add the matched (queue number, queue offset) pairs, grouped by queue, as runs."""
         if not len(offsets):
             return
-        breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
-        lows = offsets[np.concatenate(([0], breaks))].tolist()
-        highs = (offsets[np.concatenate((breaks - 1, [len(offsets) - 1]))] + 1).tolist()
-        runs = self.runs.setdefault(key, [])
-        for low, high in zip(lows, highs):
+        if len(offsets) > 1 and not ((queue[1:] > queue[:-1]) |
+                                     ((queue[1:] == queue[:-1]) & (offsets[1:] > offsets[:-1]))).all():
+            pairs = np.unique(np.stack([queue.astype(np.int64), offsets]), axis=1)
+            queue, offsets = pairs[0], pairs[1]
+        breaks = np.flatnonzero((np.diff(offsets) != 1) | (np.diff(queue) != 0)) + 1
+        starts = np.concatenate(([0], breaks))
+        ends = np.concatenate((breaks - 1, [len(offsets) - 1]))
+        for number, low, high in zip(queue[starts].tolist(), offsets[starts].tolist(),
+                                     (offsets[ends] + 1).tolist()):
+            runs = self.runs.setdefault(keys[number], [])
             if runs and runs[-1][0] <= low <= runs[-1][1]:
                 runs[-1][1] = max(runs[-1][1], high)
             else:
