@@ -24,6 +24,7 @@ from store.check import fast_index, fast_units, index_runs
 from store.check import index as index_module
 from store.codec.index_codec import ENTRY_DTYPE, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header
 from store.check.run import check_store
+from store.codec.message import PHY_OFFSET_POSITION
 from store.config import StoreConfig
 from store.tools.check_directory import check_config
 from tests.test_corruption import apply_damage, bases, scratch  # noqa: F401
@@ -67,9 +68,9 @@ def test_damaged_copies_same_findings(bases, scratch, chunk, monkeypatch):  # no
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _many_queue_store(root: str, count: int) -> StoreConfig:
+def _many_queue_store(root: str, count: int, segment_bytes: int = 2 << 20) -> StoreConfig:
     config = StoreConfig.from_dict({}, store_path_root_dir=root,
-                                   mapped_file_size_commit_log=2 << 20)
+                                   mapped_file_size_commit_log=segment_bytes)
     store = MessageStore.open(config)
     try:
         for n in range(count):
@@ -219,44 +220,56 @@ def test_segment_starts_match_a_full_walk(tmp_path, monkeypatch):
 
 
 def test_scan_ahead_same_findings_and_no_thread_left(tmp_path, monkeypatch):
-    """The walk scans the next batch on a second thread (RecordColumns.scan_next): batches inside a
-    segment and the next segment's first. Taken or dropped (damage makes the walk stop short of a
-    batch it scanned ahead), the findings are those of a walk without it, and no thread outlives
-    the check."""
+    """The walk's batches are scanned ahead on a second thread (store.check.scan_ahead): batches
+    inside a segment and the next segments'. Taken or dropped (damage makes the walk leave a
+    segment's batches for the record-by-record path), the findings are those of a walk without
+    it, and no thread outlives the check."""
     import threading
+
+    from store.check import scan_ahead as scan_ahead_module
 
     monkeypatch.setattr(columns_module, "SCAN_ROWS", 64)
     root = str(tmp_path / "store")
-    config = _many_queue_store(root, 3000)
-    log = os.path.join(root, "commitlog", sorted(os.listdir(os.path.join(root, "commitlog")))[0])
-    with open(log, "r+b") as handle:      # a body byte: BODYCRC stops a batch in the first segment
-        handle.seek(70_000)
+    config = _many_queue_store(root, 3000, segment_bytes=256 << 10)
+    logs = sorted(os.listdir(os.path.join(root, "commitlog")))
+    assert len(logs) >= 3
+    with open(os.path.join(root, "commitlog", logs[0]), "r+b") as handle:
+        handle.seek(PHY_OFFSET_POSITION)  # the first record's PHYSICALOFFSET: the walk leaves the
+        handle.write((12345).to_bytes(8, "big"))   # thread's batches of this segment
+    with open(os.path.join(root, "commitlog", logs[1]), "r+b") as handle:
+        position = 0
+        for _ in range(150):              # a body byte of record 150: BODYCRC stops a batch
+            handle.seek(position)
+            position += int.from_bytes(handle.read(4), "big")
+        handle.seek(position + 88 + 5)    # 4.9.7 v1, IPv4: the body starts at byte 88
         byte = handle.read(1)
-        handle.seek(70_000)
+        handle.seek(position + 88 + 5)
         handle.write(bytes([byte[0] ^ 0xFF]))
-    ahead = {"started": 0, "taken": 0}
-    start, scan = columns_module.RecordColumns._start, columns_module.RecordColumns._scan
+    counts = {"scanned": 0, "taken": 0}
+    scan_columns, take = columns_module._scan_columns, scan_ahead_module.ScanAhead.take
 
-    def counted_start(self, *args):
-        ahead["started"] += 1
-        return start(self, *args)
+    def counted_scan_columns(*args):
+        counts["scanned"] += 1
+        return scan_columns(*args)
 
-    def counted_scan(self, *args):
-        answer = scan(self, *args)
-        ahead["taken"] += answer[4] is not None
+    def counted_take(self, *args):
+        answer = take(self, *args)
+        counts["taken"] += answer is not None
         return answer
 
-    monkeypatch.setattr(columns_module.RecordColumns, "_start", counted_start)
-    monkeypatch.setattr(columns_module.RecordColumns, "_scan", counted_scan)
+    monkeypatch.setattr(columns_module, "_scan_columns", counted_scan_columns)
+    monkeypatch.setattr(scan_ahead_module.ScanAhead, "take", counted_take)
     for caps in ({}, {"max_records": 1500}, {"max_findings": 1}):
         with_ahead = _findings(config, **caps)
         assert not [t for t in threading.enumerate() if t.name.startswith("rmq-check-scan")]
         with monkeypatch.context() as patch:
-            patch.setattr(columns_module.RecordColumns, "scan_next", lambda self, buf, size: None)
+            patch.setattr(columns_module.RecordColumns, "scan_ahead", lambda self, plan: None)
             assert with_ahead == _findings(config, **caps), caps
-    assert any("BODYCRC" in f for f in with_ahead), with_ahead
+        if not caps:
+            assert any("BODYCRC" in f for f in with_ahead), with_ahead
+            assert any("PHYSICALOFFSET field says 12345" in f for f in with_ahead), with_ahead
     if kernel.COMPILED:                # the twins scan on the walk's own thread
-        assert ahead["taken"] > 10 and ahead["started"] > ahead["taken"], ahead
+        assert counts["taken"] > 10 and counts["scanned"] > counts["taken"], counts
 
 
 def test_key_memory_known_is_exact():

@@ -16,8 +16,6 @@ So every finding still comes from the record-by-record code; the kernel only ski
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from store import kernel
@@ -25,6 +23,7 @@ from store.codec import message as msgcodec
 from store.codec import prop_crc
 from store.codec.javahash import index_key_hash
 from store.codec.javahash import tags_code as compute_tags_code
+from store.check.scan_ahead import ScanAhead
 from store.kernel.scan_groups import queue_groups, span_groups
 
 SCAN_ROWS = 65536                  # rows per kernel.scan call of the walk (~13 MiB of rows)
@@ -56,11 +55,7 @@ class RecordColumns:
         self._tags_memo: dict[bytes, int] = {}
         self.count = 0
         self.out = kernel.scan_buffer(scan_rows or SCAN_ROWS)
-        self._spare = None            # the scan-ahead thread's rows (scan_ahead), then swapped in
-        self._ahead = None            # (buf, position, size, future of _scan_columns' answer)
-        self._next = None             # (buf, size) of the segment to scan ahead (scan_next)
-        self._scans_ahead = False
-        self._pool = None
+        self.ahead = None             # a ScanAhead of the walk's segments (scan_ahead)
         self.size = self.queue = self.queue_offset = self.tags_code = self.store_ts = None
         self.keys_known = self.exact = self.key_pairs = None
 
@@ -110,57 +105,26 @@ class RecordColumns:
         self.keys_known = self.exact = self.key_pairs = None
 
     # ---------------------------------------------------------------------------- scan ahead
-    def scan_next(self, buf, size: int) -> None:
-        """Say which segment the walk takes next, and so scan ahead: once the walk has a batch of
-        rows, a second thread scans the next batch (of this segment, or `buf` from its start when
-        this one ended), with the C parts of `_take` (queue groups, key hashes, tag groups; all
-        release the GIL), while this thread judges the current rows; `walk_rows` picks the answer
-        up when it asks for that position."""
-        if kernel.COMPILED:           # the twins hold the GIL: a second thread would only wait
-            self._scans_ahead = True
-            self._next = (buf, size) if size else None
-
-    def _start(self, buf, position: int, size: int) -> None:
-        self.settle()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="rmq-check-scan")
-            self._spare = kernel.scan_buffer(len(self.out))
-        self._ahead = (buf, position, size,
-                       self._pool.submit(_scan_columns, buf, position, size, self._spare))
-
-    def settle(self) -> None:
-        """Wait for a scan ahead nobody took (its rows are dropped): no read of a segment's map
-        may outlive the walk of it."""
-        if self._ahead is not None:
-            future, self._ahead = self._ahead[3], None
-            future.exception()
+    def scan_ahead(self, plan: list) -> None:
+        """Scan the segments of `plan` ((buffer, size) in walk order) on a second thread, ahead
+        of the walk (store.check.scan_ahead); `close` stops it."""
+        if kernel.COMPILED and plan:  # the twins hold the GIL: a second thread would only wait
+            self.ahead = ScanAhead(plan, len(self.out), _scan_columns)
 
     def close(self) -> None:
-        self._next, self._scans_ahead = None, False
-        self.settle()
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        if self.ahead is not None:
+            self.ahead.close()
+            self.ahead = None
 
     def _scan(self, buf, position: int, size: int):
         """kernel.scan's (count, stop, kind) and the rows, with `_take`'s C parts when they were
         computed ahead (else None)."""
-        ahead = self._ahead
-        if ahead is not None and ahead[0] is buf and ahead[1] == position and ahead[2] == size:
-            self._ahead = None
-            count, stop, kind, parts = ahead[3].result()
-            self.out, self._spare = self._spare, self.out
-        else:
-            count, stop, kind, _ = kernel.scan(buf, position, size, 1, self.out)
-            parts = None
-        if not self._scans_ahead:
-            pass
-        elif kind == kernel.STOP_FULL and stop < size:
-            self._start(buf, stop, size)      # the rest of this segment
-        elif self._next is not None:
-            following, self._next = self._next, None
-            self._start(following[0], 0, following[1])
-        return count, stop, kind, self.out[:count], parts
+        if self.ahead is not None:
+            taken = self.ahead.take(buf, position, size)
+            if taken is not None:
+                return taken
+        count, stop, kind, _ = kernel.scan(buf, position, size, 1, self.out)
+        return count, stop, kind, self.out[:count], None
 
     # ---------------------------------------------------------------------------- the walk
     def walk_rows(self, buf, base: int, position: int, size: int, scan, starts,
@@ -233,7 +197,7 @@ class RecordColumns:
 
 
 def _scan_columns(buf, position: int, size: int, out: np.ndarray):
-    """`RecordColumns.scan_ahead`'s work: kernel.scan of buf[position:size] into `out`, and
+    """The scan-ahead thread's work (`RecordColumns.scan_ahead`): kernel.scan of buf[position:size] into `out`, and
     `_c_parts` of all its rows (the walk recomputes them when it takes fewer)."""
     count, stop, kind, _ = kernel.scan(buf, position, size, 1, out)
     rows = out[:count]

@@ -103,16 +103,15 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
     last_data = _last_data_segment(view, sink)
     starts, columns, last_start, checkpoints = array("q"), RecordColumns(), -1, []
     scan.end_offset = scan.min_offset
+    if not view.force_verify_prop_crc and not view.multi_dispatch:     # _walk_segment's `fast`
+        columns.scan_ahead([(segment.buffer, segment.size_bytes)
+                            for segment in view.segments[:last_data + 1] if segment.size_bytes])
     try:
         for index, segment in enumerate(view.segments[:last_data + 1]):
             if sink.full or scan.capped:
                 break
             if index < last_data:
-                following = view.segments[index + 1]
-                _release(following, "MADV_WILLNEED")
-                columns.scan_next(following.buffer, following.size_bytes)
-            else:
-                columns.scan_next(None, 0)
+                _release(view.segments[index + 1], "MADV_WILLNEED")
             end = _walk_segment(view, segment, index == last_data, sink, scan, starts,
                                 max_records, unclean, columns)
             scan.end_offset = end if index == last_data else scan.end_offset
