@@ -9,6 +9,7 @@
 #define FX_INT32 0x40        /* the field's low 32 bits as int32 (numpy's astype(np.int32)) */
 #define FX_MAGIC 0x80        /* MESSAGE_MAGIC_V2 where version == 2, else MESSAGE_MAGIC_V1 (int32) */
 #define FX_BASED 0x81        /* the field plus `base` (int64, wrapping as numpy's int64 does) */
+#define FX_CHUNK 256         /* rows per chunk (53 KB of rows) */
 
 static Py_ssize_t fx_width(unsigned char code)
 {
@@ -55,32 +56,42 @@ PyObject *rmq_fixed_columns(PyObject *self, PyObject *args)
         goto done;
     }
     {
-        const int64_t *r = rows.buf;
+        const int64_t *all = rows.buf;
         unsigned char *o = out.buf;
         uint64_t ubase = (uint64_t)base;
         Py_BEGIN_ALLOW_THREADS                    /* no Python object below: see kernel.h */
-        for (Py_ssize_t k = 0; k < k_count; k++) {
-            unsigned char c = code[k];
-            Py_ssize_t w = fx_width(c), f = c & FX_FIELD_MASK;
-            if (c == FX_MAGIC) {
-                int32_t *d = (int32_t *)o;
-                for (Py_ssize_t i = 0; i < n; i++)
-                    d[i] = r[i * SCAN_FIELDS + F_VERSION] == 2 ? MAGIC_V2 : MAGIC_V1;
-            } else if (c == FX_BASED) {
-                int64_t *d = (int64_t *)o;
-                for (Py_ssize_t i = 0; i < n; i++)
-                    d[i] = (int64_t)((uint64_t)r[i * SCAN_FIELDS + F_POS] + ubase);
-            } else if (c & FX_INT32) {
-                int32_t *d = (int32_t *)o;
-                for (Py_ssize_t i = 0; i < n; i++)
-                    d[i] = (int32_t)(uint32_t)(uint64_t)r[i * SCAN_FIELDS + f];
-            } else {
-                int64_t *d = (int64_t *)o;
-                for (Py_ssize_t i = 0; i < n; i++)
-                    d[i] = r[i * SCAN_FIELDS + f];
+        /* Rows in chunks that stay in L2 while every column takes its fields from them: a whole
+         * batch's rows (6.8 MB for 32,768) read once per column would come from memory 13 times. */
+        for (Py_ssize_t first = 0; first < n; first += FX_CHUNK) {
+            Py_ssize_t count = n - first < FX_CHUNK ? n - first : FX_CHUNK;
+            const int64_t *r = all + first * SCAN_FIELDS;
+            unsigned char *block_at = o;
+            for (Py_ssize_t k = 0; k < k_count; k++) {
+                unsigned char c = code[k];
+                Py_ssize_t w = fx_width(c), f = c & FX_FIELD_MASK;
+                if (c == FX_MAGIC) {
+                    int32_t *d = (int32_t *)block_at + first;
+                    for (Py_ssize_t i = 0; i < count; i++)
+                        d[i] = r[i * SCAN_FIELDS + F_VERSION] == 2 ? MAGIC_V2 : MAGIC_V1;
+                } else if (c == FX_BASED) {
+                    int64_t *d = (int64_t *)block_at + first;
+                    for (Py_ssize_t i = 0; i < count; i++)
+                        d[i] = (int64_t)((uint64_t)r[i * SCAN_FIELDS + F_POS] + ubase);
+                } else if (c & FX_INT32) {
+                    int32_t *d = (int32_t *)block_at + first;
+                    for (Py_ssize_t i = 0; i < count; i++)
+                        d[i] = (int32_t)(uint32_t)(uint64_t)r[i * SCAN_FIELDS + f];
+                } else {
+                    int64_t *d = (int64_t *)block_at + first;
+                    for (Py_ssize_t i = 0; i < count; i++)
+                        d[i] = r[i * SCAN_FIELDS + f];
+                }
+                block_at += (w * n + 7) & ~(Py_ssize_t)7;
             }
-            Py_ssize_t block = (w * n + 7) & ~(Py_ssize_t)7;
-            memset(o + w * n, 0, (size_t)(block - w * n));   /* the padding too: nothing unwritten */
+        }
+        for (Py_ssize_t k = 0; k < k_count; k++) {   /* the padding too: nothing left unwritten */
+            Py_ssize_t w = fx_width(code[k]), block = (w * n + 7) & ~(Py_ssize_t)7;
+            memset(o + w * n, 0, (size_t)(block - w * n));
             o += block;
         }
         Py_END_ALLOW_THREADS
