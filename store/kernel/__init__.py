@@ -31,6 +31,7 @@ which use it, stay at the bottom of the import graph.
 | index_put       | `IndexFile.put_keys` into the map (entries, chains, slots), twin in `dispatch_twins` |
 | decode_columns  | the pipeline's commit-log columns of scan rows as Arrow-style buffers (`columns.py`, GIL released) |
 | walk_headers    | record starts by TOTALSIZE and magic alone, for planning splits (`columns.py`) |
+| fixed_columns   | the pipeline's fixed-width columns of scan rows in one pass, GIL released (`fixed.py`) |
 | crc32           | zlib's CRC-32 as scan and encode_record compute it (`crc_clmul.c`: PCLMULQDQ), twin `zlib.crc32` |
 | encode_batch, place_batch | a put's records encoded in one call (None: ask), placed with offsets, time and msgIds in one (`put_batch.py`, twins there) |
 | span_groups     | distinct byte spans (+ an int64 tag) numbered in np.unique's order: queues of scan rows, TAGS values (`scan_groups.py`, twin there; GIL released) |

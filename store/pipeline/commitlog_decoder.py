@@ -202,7 +202,10 @@ class RecordDecoder:
         return layout.cache["properties"]
 
     def batch(self, layout: ScanLayout, columns: list[str]) -> pa.RecordBatch:
-        built = columns_native.decode(self.buf, layout, columns, COMMITLOG_COLUMNS) if self.native else {}
+        built = {}
+        if self.native:
+            built = columns_native.decode(self.buf, layout, columns, COMMITLOG_COLUMNS)
+            built.update(columns_native.fixed(layout, columns, self.file_from_offset))
         arrays = [built[name] if name in built else self.column(name, layout) for name in columns]
         schema = pa.schema([(name, COMMITLOG_COLUMNS[name]) for name in columns])
         return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -100,7 +100,7 @@ class Fuzzer:
             "scan", "index_hashes", "place", "encode_record", "java_hashes", "encode_put", "tags_codes",
             "unit_runs", "index_put", "index_select", "cq_search_nearest", "read_message",
             "decode_records", "pull_unfiltered", "decode_columns", "walk_headers", "encode_batch",
-            "place_batch", "crc32", "query_keys", "query_message", "span_groups", "found_result"), 0)
+            "place_batch", "crc32", "query_keys", "query_message", "span_groups", "found_result", "fixed_columns"), 0)
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}

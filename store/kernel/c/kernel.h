@@ -20,6 +20,7 @@
  * |           | grouped by queue, index entries into an index file's map                      |
  * | columns.c | decode_columns: the pipeline's columns of many scan rows, Arrow-style buffers;  |
  * |           | walk_headers: record starts by TOTALSIZE alone (the pipeline's split planning)  |
+ * | fixed.c   | fixed_columns: the pipeline's fixed-width columns of scan rows in one pass      |
  * | query.c   | query_keys: a key query's index rounds and record reads in one call       |
  * | query_message.c | query_message: query_keys under the index lock, its result object built |
  * | groups.c  | span_groups: distinct byte spans (+ a tag) numbered in np.unique's order (queues, TAGS) |
@@ -184,6 +185,8 @@ extern const char rmq_tags_codes_doc[], rmq_index_put_doc[], rmq_unit_runs_doc[]
 PyObject *rmq_decode_columns(PyObject *self, PyObject *args);     /* columns.c */
 PyObject *rmq_walk_headers(PyObject *self, PyObject *args);
 extern const char rmq_decode_columns_doc[], rmq_walk_headers_doc[];
+PyObject *rmq_fixed_columns(PyObject *self, PyObject *args);      /* fixed.c */
+extern const char rmq_fixed_columns_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],
     rmq_java_hashes_doc[], rmq_index_hashes_doc[];
 

@@ -23,6 +23,7 @@ static PyMethodDef methods[] = {
     {"unit_runs", rmq_unit_runs, METH_VARARGS, rmq_unit_runs_doc},
     {"decode_columns", rmq_decode_columns, METH_VARARGS, rmq_decode_columns_doc},
     {"walk_headers", rmq_walk_headers, METH_VARARGS, rmq_walk_headers_doc},
+    {"fixed_columns", rmq_fixed_columns, METH_VARARGS, rmq_fixed_columns_doc},
     {"encode_batch", (PyCFunction)(void (*)(void))rmq_encode_batch, METH_FASTCALL, rmq_encode_batch_doc},
     {"place_batch", rmq_place_batch, METH_VARARGS, rmq_place_batch_doc},
     {"crc32", rmq_crc32, METH_O, rmq_crc32_doc},
