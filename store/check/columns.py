@@ -212,15 +212,12 @@ def _c_parts(buf, rows: np.ndarray):
 
 
 def _key_hashes(buf, rows: np.ndarray):
-    capacity = len(rows) + int(((rows[:, _C["keys_len"]] + 1) // 2 + 1).sum())
-    hashes = np.empty(capacity, dtype=np.int64)
-    numbers = np.empty(capacity, dtype=np.int64)
-    count = kernel.index_hashes(buf, np.ascontiguousarray(rows), hashes, numbers)
-    if count < 0:
+    found = kernel.row_key_hashes(buf, rows)
+    if found is None:
         return None
-    hashes = np.abs(hashes[:count])
+    hashes = np.abs(found[0])
     hashes[hashes == 1 << 31] = 0          # index_key_hash: Math.abs(Integer.MIN_VALUE) -> 0
-    return hashes, numbers[:count]
+    return hashes, found[1]
 
 
 def _tag_groups(buf, rows: np.ndarray):

@@ -395,3 +395,14 @@ else:
     scan = _scan_py
     java_hashes = _java_hashes_py
     crc32 = zlib.crc32                 # the twin of crc32 (what the C's crc32_bytes computes)
+
+
+def row_key_hashes(buf, rows: np.ndarray):
+    """`index_hashes` with its output sized for `rows`: (hashes, row of each) of the rows' index
+    keys, in row order; None when a key or topic is not ASCII (the caller's Python way decides)."""
+    rows = np.ascontiguousarray(rows)
+    capacity = len(rows) + int(((rows[:, COL["keys_len"]] + 1) // 2 + 1).sum())
+    hashes = np.empty(capacity, dtype=np.int64)
+    numbers = np.empty(capacity, dtype=np.int64)
+    count = index_hashes(buf, rows, hashes, numbers)
+    return None if count < 0 else (hashes[:count], numbers[:count])

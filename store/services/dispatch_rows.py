@@ -253,14 +253,11 @@ def _index_keys(buf, rows, end_phy_offset: int):
     """(key hashes, phy offsets, store times) of the index keys of the rows at or past the index's
     endPhyOffset (buildIndex skips the others), for `build_index_hashed`."""
     rows = np.ascontiguousarray(rows[np.searchsorted(rows[:, _PHY], end_phy_offset):])
-    capacity = len(rows) + int(((rows[:, _C["keys_len"]] + 1) // 2 + 1).sum())
-    hashes = np.empty(capacity, dtype=np.int64)
-    numbers = np.empty(capacity, dtype=np.int64)
-    found = kernel.index_hashes(buf, rows, hashes, numbers)
-    if found < 0:                 # a topic or key that is not ASCII: Java hashes its UTF-16 units
+    found = kernel.row_key_hashes(buf, rows)
+    if found is None:             # a topic or key that is not ASCII: Java hashes its UTF-16 units
         return _index_keys_decoded(buf, rows)
-    numbers = numbers[:found]
-    return hashes[:found], rows[numbers, _PHY], rows[numbers, _STORE_TS]
+    hashes, numbers = found
+    return hashes, rows[numbers, _PHY], rows[numbers, _STORE_TS]
 
 
 def _index_keys_decoded(buf, rows):

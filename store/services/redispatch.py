@@ -86,13 +86,10 @@ def _index_directly(buf, index_service, rows) -> bool:
     (a SCHEDULE_TOPIC_XXXX record whose DELAY Java cannot parse is not dispatched)."""
     if (rows[:, _C["delay_pos"]] >= 0).any():
         return False
-    capacity = len(rows) + int(((rows[:, _C["keys_len"]] + 1) // 2 + 1).sum())
-    hashes = np.empty(capacity, dtype=np.int64)
-    numbers = np.empty(capacity, dtype=np.int64)
-    count = kernel.index_hashes(buf, np.ascontiguousarray(rows), hashes, numbers)
-    if count < 0:
+    found = kernel.row_key_hashes(buf, rows)
+    if found is None:
         return False
-    numbers = numbers[:count]
-    index_service.build_index_hashed(hashes[:count], rows[numbers, _C["phy_offset"]],
+    hashes, numbers = found
+    index_service.build_index_hashed(hashes, rows[numbers, _C["phy_offset"]],
                                      rows[numbers, _C["store_ts"]])
     return True
