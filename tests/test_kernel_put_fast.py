@@ -285,3 +285,18 @@ def test_puts_from_threads_all_land_once(tmp_path):
         assert all(b == a + sizes[a] for a, b in zip(offsets, offsets[1:]))
     finally:
         opened.close()
+
+
+@needs_native
+def test_the_fuzz_target_agrees_with_the_twin_unsanitized():
+    """tests/kernel_fuzz/put_fast_target.py's executions, here on the ordinary build."""
+    import collections
+
+    from tests.kernel_fuzz import put_fast_target
+    from tests.kernel_fuzz.edges import Disagreement, outcome
+    fuzzer = type("Fuzzer", (), {})()
+    fuzzer.rng, fuzzer.native = random.Random(5), kernel._native
+    fuzzer.executions, fuzzer.compared = collections.Counter(), collections.Counter()
+    for _ in range(2000):
+        put_fast_target.put_fast(fuzzer, outcome, Disagreement)
+    assert fuzzer.compared["put_fast"] == 2000

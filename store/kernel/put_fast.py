@@ -20,6 +20,8 @@ import time
 
 from store.kernel import COMPILED, _native
 
+RESULT_FIELDS = ("status", "wrote_offset", "wrote_bytes", "msg_id", "queue_offset", "store_timestamp",
+                 "message_count", "msg_ids", "error")     # PutMessageResult's slots, in order
 _OFFSETS = struct.Struct(">qq").pack_into
 _LONG = struct.Struct(">q").pack_into
 
@@ -53,6 +55,9 @@ def put_fast_py(store, message, state):
      default_clock, encoder) = state
     if type(noted) is not dict or type(context) is not tuple:
         raise TypeError("put_fast: state[7] must be a dict, state[6] a tuple")
+    if not isinstance(result_cls, type) or result_cls.__dict__.get("__slots__") != RESULT_FIELDS:
+        raise TypeError("put_fast: the result class must be a slots class with PutMessageResult's "
+                        "fields")
     if store.closed or store.read_only or cleanup.disk_full or services.sync_flush or \
             commit_log.make_dispatch_requests or config.broker_role == "SLAVE" or \
             services.commit_service is not None or store._encode_batch is not encoder:
@@ -81,7 +86,9 @@ def put_fast_py(store, message, state):
         mapped = files[-1]
         position, file_size, file_from = \
             mapped.wrote_position, mapped.file_size_bytes, mapped.file_from_offset
-        if position < 0 or size + 8 > file_size - position:
+        if position < 0 or file_size < position or size + 8 > file_size - position:
+            return born
+        if file_from < 0 or position > 2**63 - 1 - file_from:
             return born
         table = commit_log.queue_offsets
         if type(table) is not dict:
@@ -89,10 +96,12 @@ def put_fast_py(store, message, state):
         key = (topic, queue_id)
         queue_offset = table.get(key, 0) if queued else 0
         phy = file_from + position
-        if file_from < 0 or queue_offset < 0 or queue_offset == 2**63 - 1:
+        if queue_offset < 0 or queue_offset == 2**63 - 1:
             return born
         target = mapped.write_buffer
         view = memoryview(mapped.buffer if target is None else target)
+        if view.readonly:
+            raise BufferError("Object is not writable.")
         if position > len(view) or size > len(view) - position:
             return born
         prefix = commit_log._msg_id_prefix

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from tests.kernel_fuzz import (
     crc_target, decode_target, groups_target, lookup_targets, pull_target, pull_window_target,
-    put_batch_target, query_target, result_target)
+    put_batch_target, put_fast_target, query_target, result_target)
 from tests.kernel_fuzz.edges import Disagreement, outcome
 
 
@@ -40,6 +40,7 @@ GROUPS = {
     "pull_window": lambda fuzzer: pull_window_target.pull_window(fuzzer, outcome, Disagreement),
     "span_groups": lambda fuzzer: groups_target.span_groups(fuzzer, Disagreement),
     "found_result": lambda fuzzer: result_target.found_result(fuzzer, outcome, Disagreement),
+    "put_fast": lambda fuzzer: put_fast_target.put_fast(fuzzer, outcome, Disagreement),
 }
 """Group name -> step function. decode_columns and walk_headers ride on the driver's scan target."""
 

@@ -229,8 +229,11 @@ PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     long long file_from = file_size == -1 && PyErr_Occurred() ? -1 : attr_ll(mapped, s_file_from);
     if (PyErr_Occurred())
         goto error;
-    if (position < 0 || size + 8 > file_size - position)
+    /* Compared so that nothing wraps, whatever the segment's fields hold. */
+    if (position < 0 || file_size < position || size + 8 > file_size - position)
         goto decline;                     /* a roll (BLANK, next segment): the Python path */
+    if (file_from < 0 || position > INT64_MAX - file_from)
+        goto decline;
     if ((table = PyObject_GetAttr(commit_log, s_queue_offsets)) == NULL)
         goto error;
     if (!PyDict_CheckExact(table))
@@ -247,7 +250,7 @@ PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto error;
     }
     long long phy = file_from + position;
-    if (file_from < 0 || queue_offset < 0 || queue_offset == INT64_MAX || phy < file_from)
+    if (queue_offset < 0 || queue_offset == INT64_MAX)
         goto decline;
     if ((target = PyObject_GetAttr(mapped, s_write_buffer)) == NULL)
         goto error;
