@@ -45,10 +45,11 @@ def _clock(owner, default_clock) -> int:
     return system_clock_ms() if clock is default_clock else clock()
 
 
-def put_fast_py(store, message, state):
+def put_fast_py(store, message, state, encode_put=None):
     """`put_fast` in Python (see c/put_fast.c): the same checks, bytes, state changes and answer:
     a PutMessageResult; else, with nothing written, None (no clock read yet) or the born time read
-    (the Python path puts with it)."""
+    (the Python path puts with it). `encode_put`: the compiled one unless given (the fuzz driver
+    gives its sanitized build's)."""
     if type(state) is not tuple or len(state) != 12:
         raise TypeError("put_fast(store, message, state (12-tuple))")
     (commit_log, services, cleanup, config, mapped_files, lock, context, noted, result_cls, put_ok,
@@ -67,7 +68,7 @@ def put_fast_py(store, message, state):
     if type(queues) not in (set, frozenset) or queue_id not in queues:
         return None
     born = _clock(store, default_clock)
-    encoded = _native.encode_put(message, context, born)
+    encoded = (encode_put or _native.encode_put)(message, context, born)
     if encoded is None:
         return born
     record, topic, queue_id, sys_flag = encoded[:4]

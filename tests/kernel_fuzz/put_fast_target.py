@@ -11,6 +11,7 @@ state and the twin on another and compares the outcomes, the buffers and the sta
 
 from __future__ import annotations
 
+import functools
 import threading
 
 from store.api import Message, PutMessageResult, PutMessageStatus
@@ -91,7 +92,8 @@ def put_fast(fuzzer, outcome, disagreement) -> None:
     fuzzer.last_input = {"target": "put_fast", "seed": seed, "buffer": buffer_size,
                          "message": repr(message)[:200]}
     answers = []
-    for function in (fuzzer.native.put_fast, put_fast_py):
+    twin = functools.partial(put_fast_py, encode_put=fuzzer.native.encode_put)
+    for function in (fuzzer.native.put_fast, twin):
         store, state, mapped, commit_log = _case(type(rng)(seed), buffer_size)
         answers.append(_after(outcome(function, store, message, state), mapped, commit_log))
     fuzzer.executions["put_fast"] += 1
