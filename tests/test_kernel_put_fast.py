@@ -23,7 +23,8 @@ from store.kernel.put_fast import put_fast_py, put_fast_state
 from tests.engine_util import FakeClock, small_config
 
 needs_native = pytest.mark.skipif(not kernel.COMPILED, reason="the C kernel is not built")
-FAST_FUNCTIONS = [pytest.param(put_fast_py, id="twin"),
+# The twin composes the compiled encode_put (which has no Python twin): both need the kernel.
+FAST_FUNCTIONS = [pytest.param(put_fast_py, id="twin", marks=needs_native),
                   pytest.param(put_fast_module.put_fast, id="native", marks=needs_native)]
 
 
@@ -111,7 +112,7 @@ def test_put_fast_gives_the_python_paths_results_and_bytes(tmp_path, monkeypatch
     calls.append(("one", 0, Message("TopicA", b"y", 99999)))      # queue id out of range
     calls.append(("one", 0, Message("TopicA", b"y" * 50000, 1)))  # over maxMessageSize
     slow = _run(tmp_path / "off", calls, "off", monkeypatch, tick_ms)
-    modes = ["twin"] + (["native"] if kernel.COMPILED else [])
+    modes = ["twin", "native"] if kernel.COMPILED else []
     for mode in modes:
         results, files, taken = _run(tmp_path / mode, calls, mode, monkeypatch, tick_ms)
         assert results == slow[0]
