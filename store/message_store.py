@@ -202,9 +202,9 @@ class MessageStore(LookupsMixin):
 
     def put_message(self, message: Message) -> PutMessageResult:
         """Append one message; returns where it landed, or RocketMQ's status for a refusal."""
-        fast = self._put_fast       # the common case in one native call (store/kernel/put_fast.py)
+        fast = self._put_fast   # the common case in one native call; else None or its born time
         if fast is not None and (done := put_fast(self, message, fast)) is not None:
-            return done if type(done) is not int else self._put_one(message, done)  # born time
+            return done if type(done) is PutMessageResult else self._put_one(message, done)
         refused = self._refuse_writes()
         if refused is not None:
             return refused
