@@ -6,8 +6,9 @@
  * segment's wrote_position, the queue offset table, last_store_timestamp, and the PutMessageResult
  * (built in its slots, as result.c builds GetMessageResult).
  *
- * Anything else answers None before anything is written, and the caller runs the Python path
- * (MessageStore.put_message's own code), which gives every refusal its status and sentence. Every
+ * Anything else answers before anything is written, None (no clock read yet) or the born time it
+ * read, and the caller runs the Python path (MessageStore.put_message's own code, with that born
+ * time), which gives every refusal its status and sentence. Every
  * piece of mutable state is read on each call (the segment list, the last segment, the flags); the
  * state tuple holds only objects a store keeps for its lifetime. Twin: store/kernel/put_fast.py. */
 
