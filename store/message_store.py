@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 
 from store.api import GetMessageResult, Message, PutMessageResult, PutMessageStatus
 from store.commitlog.commit_log import CommitLog, RecordTooLargeForSegment
@@ -25,6 +24,7 @@ from store.dledger.commit_log import DLedgerCommitLog
 from store.errors import ReadOnlyStoreError, StoreClosedError
 from store.inspect.live import StoreInspector
 from store.kernel.put_batch import encode_batch
+from store.kernel.put_fast import put_fast, put_fast_state, system_clock_ms
 from store.lookups import LookupsMixin
 from store.recovery.loader import open_parts
 from store.services.lifecycle import StoreServices
@@ -83,6 +83,8 @@ class MessageStore(LookupsMixin):
         # queues' tuples kept Python's garbage collector busy during puts)
         self._noted_queues: dict[str, set[int]] = {}
         self.services = StoreServices(parts, confirm_offset_of=self.confirm_offset)
+        self._put_fast = put_fast_state(self, PutMessageResult, PutMessageStatus.PUT_OK) if \
+            put_fast is not None and self._plain_puts and self._encode_batch is not None else None
         # The dashboard, the tour and the CLI read internals only through this (store/inspect/).
         self.inspect = StoreInspector(
             config=self.config, commit_log=self.commit_log, consume_queues=self.consume_queues,
@@ -100,7 +102,7 @@ class MessageStore(LookupsMixin):
              start_services: bool = True, rebuild_queues=()) -> "MessageStore":
         """Open (and recover, unless read-only) the store at `config.store_path_root_dir`.
         `rebuild_queues`: (topic, queue_id) pairs to rebuild from the whole log (a repair)."""
-        clock = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        clock = clock_ms or system_clock_ms     # put_fast reads this one's clock itself
         parts = open_parts(config, read_only=read_only, clock_ms=clock,
                            rebuild_queues=rebuild_queues)
         store = cls(parts, clock)
@@ -200,6 +202,9 @@ class MessageStore(LookupsMixin):
 
     def put_message(self, message: Message) -> PutMessageResult:
         """Append one message; returns where it landed, or RocketMQ's status for a refusal."""
+        fast = self._put_fast   # the common case in one native call; else None or its born time
+        if fast is not None and (done := put_fast(self, message, fast)) is not None:
+            return done if type(done) is PutMessageResult else self._put_one(message, done)
         refused = self._refuse_writes()
         if refused is not None:
             return refused
@@ -244,8 +249,8 @@ class MessageStore(LookupsMixin):
             return False
         return batch_queues.queue(topic, queue_id)
 
-    def _put_one(self, message: Message) -> PutMessageResult:
-        now_ms = self.clock_ms()
+    def _put_one(self, message: Message, now_ms: int | None = None) -> PutMessageResult:
+        now_ms = self.clock_ms() if now_ms is None else now_ms
         encode_batch = self._encode_batch
         commit_log = self.commit_log
         if encode_batch is not None and not commit_log.make_dispatch_requests:

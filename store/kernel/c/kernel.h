@@ -23,6 +23,7 @@
  * | fixed.c   | fixed_columns: the pipeline's fixed-width columns of scan rows in one pass      |
  * | query.c   | query_keys: a key query's index rounds and record reads in one call       |
  * | query_message.c | query_message: query_keys under the index lock, its result object built |
+ * | put_fast.c| put_fast: a single put's common case (checks, encode, lock, place, result) in one |
  * | groups.c  | span_groups: distinct byte spans (+ a tag) numbered in np.unique's order (queues, TAGS) |
  * | module.c  | the method table and module init                                              |
  *
@@ -194,5 +195,8 @@ extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[]
 PyObject *rmq_encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *rmq_place_batch(PyObject *self, PyObject *args);
 extern const char rmq_encode_batch_doc[], rmq_place_batch_doc[];
+/* put_fast.c */
+PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_put_fast_doc[];
 
 #endif

@@ -1,0 +1,303 @@
+"""`put_fast` (store/kernel/c/put_fast.c) against its twin (store/kernel/put_fast.py) and against the
+store's Python put path: the same results, refusals and sentences, and byte-identical store files,
+over random puts, batches, segment rolls and a clock that steps back; and every uncommon case
+declined (None) with nothing written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import threading
+import time
+
+import pytest
+
+from store import Message, MessageStore
+from store import kernel
+from store import message_store as message_store_module
+from store.api import PutMessageResult, PutMessageStatus
+from store.kernel import put_fast as put_fast_module
+from store.kernel.put_fast import put_fast_py, put_fast_state
+from tests.engine_util import FakeClock, small_config
+
+needs_native = pytest.mark.skipif(not kernel.COMPILED, reason="the C kernel is not built")
+# The twin composes the compiled encode_put (which has no Python twin): both need the kernel.
+FAST_FUNCTIONS = [pytest.param(put_fast_py, id="twin", marks=needs_native),
+                  pytest.param(put_fast_module.put_fast, id="native", marks=needs_native)]
+
+
+def _store_files(root) -> str:
+    """A digest of the commit log, the consume queues and the index files' bytes (not the index
+    files' names: they carry the clock's time when the dispatch thread made them, which the test's
+    moving clock makes differ from run to run)."""
+    digest = hashlib.sha256()
+    index_files = []
+    for directory, _dirs, files in sorted(os.walk(root)):
+        part = os.path.relpath(directory, root).split(os.sep)[0]
+        for name in sorted(files):
+            path = os.path.join(directory, name)
+            if part in ("commitlog", "consumequeue"):
+                digest.update(path[len(str(root)):].encode())
+                with open(path, "rb") as handle:
+                    digest.update(handle.read())
+            elif part == "index":
+                with open(path, "rb") as handle:
+                    index_files.append(handle.read())
+    for data in sorted(index_files):
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _message(rng: random.Random) -> Message:
+    properties = {}
+    if rng.random() < 0.6:
+        properties["UNIQ_KEY"] = f"U{rng.randrange(10**6)}"
+    if rng.random() < 0.05:
+        properties["DELAY"] = "1"
+    if rng.random() < 0.03:
+        properties["a\x02"] = "x"          # refused by the Python path
+    size = rng.choice((0, 5, 300, 1024, 3000, 9000))
+    return Message(rng.choice(("TopicA", "TopicB", "TopicC")), bytes([rng.randrange(256)]) * size,
+                   rng.randrange(4), tags=rng.choice((None, "", "tagA")),
+                   keys=rng.choice(([], ["k1", "k2"])), properties=properties,
+                   sys_flag=rng.choice((0, 0, 0, 0, 4, 8, 12)),
+                   born_host=rng.choice((None, None, "10.1.2.3:4567")))
+
+
+def _run(root, calls, mode: str, monkeypatch, tick_ms: int):
+    """Puts through put_fast (native or twin), or with the fast path off; (results, files, taken)."""
+    clock = FakeClock(step_ms=tick_ms)
+    taken = []
+    with monkeypatch.context() as patch:
+        if mode != "off":
+            function = put_fast_py if mode == "twin" else put_fast_module.put_fast
+
+            def counting(store, message, state):
+                answer = function(store, message, state)
+                taken.append(answer is not None)
+                return answer
+            patch.setattr(message_store_module, "put_fast", counting)
+        # A ticking clock with no service threads: they read it too, at times of their own.
+        store = MessageStore.open(small_config(root, max_message_size=40000), clock_ms=clock,
+                                  start_services=tick_ms == 0)
+        if mode != "off":
+            store._put_fast = put_fast_state(store, PutMessageResult, PutMessageStatus.PUT_OK)
+        else:
+            store._put_fast = None
+        results = []
+        try:
+            for kind, step_ms, item in calls:
+                clock.now += step_ms          # constant during a call: both paths read it alike
+                results.append(store.put_message(item) if kind == "one" else store.put_messages(item))
+            store.dispatch_pending()
+        finally:
+            store.close()
+    return results, _store_files(root), sum(taken)
+
+
+# tick_ms 1: every clock reading moves the clock, so both paths must read it equally often.
+@pytest.mark.parametrize("seed, tick_ms", [(1, 0), (2, 0), (3, 1), (4, 1)])
+def test_put_fast_gives_the_python_paths_results_and_bytes(tmp_path, monkeypatch, seed, tick_ms):
+    rng = random.Random(seed)
+    calls = []
+    for _ in range(500):
+        step = rng.choice((0, 1, 1, 7, -50))     # -50: store times must stay non-decreasing
+        if rng.random() < 0.85:
+            calls.append(("one", step, _message(rng)))
+        else:
+            message = _message(rng)
+            calls.append(("batch", step, [message] * rng.choice((1, 3))))
+    calls.append(("one", 0, Message("TopicA", b"y", 99999)))      # queue id out of range
+    calls.append(("one", 0, Message("TopicA", b"y" * 50000, 1)))  # over maxMessageSize
+    slow = _run(tmp_path / "off", calls, "off", monkeypatch, tick_ms)
+    modes = ["twin", "native"] if kernel.COMPILED else []
+    for mode in modes:
+        results, files, taken = _run(tmp_path / mode, calls, mode, monkeypatch, tick_ms)
+        assert results == slow[0]
+        assert files == slow[1]
+        assert taken >= 250                    # the common puts took the one call
+    assert any(r.wrote_offset % 65536 == 0 and r.wrote_offset > 0 for r in slow[0])   # rolls
+    assert {r.status for r in slow[0]} >= {PutMessageStatus.PUT_OK,
+                                           PutMessageStatus.MESSAGE_ILLEGAL}
+
+
+@pytest.fixture
+def store(tmp_path):
+    opened = MessageStore.open(small_config(tmp_path), clock_ms=FakeClock())
+    opened.put_message(Message("TopicA", b"first", 1))   # notes the queue, makes the segment
+    yield opened
+    opened.close()
+
+
+def _state(store):
+    return put_fast_state(store, PutMessageResult, PutMessageStatus.PUT_OK)
+
+
+def _snapshot(store):
+    mapped = store.commit_log.mapped_files.files[-1]
+    return (mapped.wrote_position, dict(store.commit_log.queue_offsets),
+            store.commit_log.last_store_timestamp, bytes(mapped.buffer[:4096]))
+
+
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+def test_put_fast_answers_the_common_put(store, function):
+    before = store.commit_log.mapped_files.files[-1].wrote_position
+    result = function(store, Message("TopicA", b"second", 1, tags="t", keys=["a", "b"]), _state(store))
+    assert result.ok and result.wrote_offset == before and result.queue_offset == 1
+    assert result.msg_ids == (result.msg_id,) and result.message_count == 1 and result.error is None
+    assert store.commit_log.queue_offsets[("TopicA", 1)] == 2
+    got = store.look_message_by_offset(result.wrote_offset)
+    assert got.body == b"second" and got.store_timestamp == result.store_timestamp
+
+
+def _disk_full(store):
+    store.services.cleanup.disk_full = True
+
+
+def _hold_put_lock(store):
+    store.commit_log.put_lock.acquire()
+
+
+def _sync_flush(store):
+    store.services.sync_flush = True
+
+
+def _dispatch_requests(store):
+    store.commit_log.make_dispatch_requests = True
+
+
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+# "born": declined after reading the born time, which it answers (the Python path puts with it).
+@pytest.mark.parametrize("change, message, answer", [
+    (None, Message("TopicA", b"x", 2), None),                 # a queue not yet in topics.json
+    (None, Message("TopicNew", b"x", 1), None),               # a topic not yet in topics.json
+    (None, Message("TopicA", b"x", 1, properties={"DELAY": "2"}), "born"),
+    (None, Message("TopicA", b"x" * 70000, 1), "born"),       # more than a segment
+    (_disk_full, Message("TopicA", b"x", 1), None),
+    (_hold_put_lock, Message("TopicA", b"x", 1), "born"),
+    (_sync_flush, Message("TopicA", b"x", 1), None),
+    (_dispatch_requests, Message("TopicA", b"x", 1), None),   # dispatch requests wanted
+    (lambda s: setattr(s, "_encode_batch", None), Message("TopicA", b"x", 1), None),
+    (lambda s: setattr(s.services, "commit_service", object()), Message("TopicA", b"x", 1), None),
+    (lambda s: setattr(s, "read_only", True), Message("TopicA", b"x", 1), None),
+    (lambda s: setattr(s.commit_log.mapped_files.files[-1], "wrote_position", 65530),
+     Message("TopicA", b"x", 1), "born"),                     # a roll
+], ids=["new-queue", "new-topic", "delay", "too-big", "disk-full", "lock-held", "sync-flush",
+        "dispatch-requests", "no-encoder", "commit-service", "read-only", "roll"])
+def test_put_fast_declines_the_uncommon_cases_and_writes_nothing(store, function, change, message,
+                                                                 answer):
+    lock = store.commit_log.put_lock
+    if change is not None:
+        change(store)
+    before = _snapshot(store)
+    store.clock_ms.now = 1_700_000_123_456
+    assert function(store, message, _state(store)) == (1_700_000_123_456 if answer else None)
+    assert _snapshot(store) == before
+    if lock.locked():
+        lock.release()
+    store.read_only = False
+    store.services.commit_service = None
+    store.services.sync_flush = False
+    store.commit_log.make_dispatch_requests = False
+
+
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+def test_put_fast_declines_a_closed_store(tmp_path, function):
+    opened = MessageStore.open(small_config(tmp_path), clock_ms=FakeClock())
+    opened.put_message(Message("TopicA", b"first", 1))
+    state = _state(opened)
+    opened.close()
+    assert function(opened, Message("TopicA", b"x", 1), state) is None
+    assert opened.put_message(Message("TopicA", b"x", 1)).error == "store is closed"
+
+
+def test_refusals_keep_their_sentences(store):
+    store.services.cleanup.disk_full = True
+    assert store.put_message(Message("TopicA", b"x", 1)).error == \
+        "disk usage is above the warning level; puts are refused"
+
+
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+def test_put_fast_keeps_store_time_non_decreasing(store, function):
+    store.commit_log.last_store_timestamp = store.clock_ms() + 10_000
+    result = function(store, Message("TopicA", b"x", 1), _state(store))
+    assert result.store_timestamp == store.commit_log.last_store_timestamp == store.clock_ms() + 10_000
+
+
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+def test_put_fast_reads_the_system_clock_for_the_default_clock(tmp_path, function):
+    opened = MessageStore.open(small_config(tmp_path))
+    try:
+        assert opened.clock_ms is put_fast_module.system_clock_ms
+        opened.put_message(Message("TopicA", b"first", 1))
+        low = time.time_ns() // 1_000_000
+        result = function(opened, Message("TopicA", b"x", 1), _state(opened))
+        high = time.time_ns() // 1_000_000
+        assert low <= result.store_timestamp <= high
+        assert low <= opened.look_message_by_offset(result.wrote_offset).born_timestamp <= high
+    finally:
+        opened.close()
+
+
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+def test_put_fast_refuses_bad_arguments_alike(store, function):
+    message = Message("TopicA", b"x", 1)
+    with pytest.raises(TypeError, match=r"put_fast\(store, message, state \(12-tuple\)\)"):
+        function(store, message, _state(store)[:5])
+    bad = list(_state(store))
+    bad[7] = []
+    with pytest.raises(TypeError, match="state\\[7\\] must be a dict"):
+        function(store, message, tuple(bad))
+
+
+@needs_native
+def test_native_put_fast_refuses_a_result_class_without_the_slots(store):
+    class Other:
+        pass
+    bad = list(_state(store))
+    bad[8] = Other
+    with pytest.raises(TypeError, match="PutMessageResult's fields"):
+        put_fast_module.put_fast(store, Message("TopicA", b"x", 1), tuple(bad))
+
+
+def test_puts_from_threads_all_land_once(tmp_path):
+    """Two threads putting at once: each put lands exactly once (the fast path declines a held lock
+    and the Python path waits for it)."""
+    opened = MessageStore.open(small_config(tmp_path, mapped_file_size_commit_log=1 << 20))
+    try:
+        opened.put_message(Message("TopicA", b"first", 0))
+        opened.put_message(Message("TopicA", b"first", 1))
+        results = {0: [], 1: []}
+
+        def worker(queue_id):
+            for number in range(400):
+                results[queue_id].append(opened.put_message(Message("TopicA", b"z" * number, queue_id)))
+        threads = [threading.Thread(target=worker, args=(q,)) for q in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for queue_id in (0, 1):
+            assert [r.queue_offset for r in results[queue_id]] == list(range(1, 401))
+        offsets = sorted(r.wrote_offset for q in (0, 1) for r in results[q])
+        sizes = {r.wrote_offset: r.wrote_bytes for q in (0, 1) for r in results[q]}
+        assert all(b == a + sizes[a] for a, b in zip(offsets, offsets[1:]))
+    finally:
+        opened.close()
+
+
+@needs_native
+def test_the_fuzz_target_agrees_with_the_twin_unsanitized():
+    """tests/kernel_fuzz/put_fast_target.py's executions, here on the ordinary build."""
+    import collections
+
+    from tests.kernel_fuzz import put_fast_target
+    from tests.kernel_fuzz.edges import Disagreement, outcome
+    fuzzer = type("Fuzzer", (), {})()
+    fuzzer.rng, fuzzer.native = random.Random(5), kernel._native
+    fuzzer.executions, fuzzer.compared = collections.Counter(), collections.Counter()
+    for _ in range(2000):
+        put_fast_target.put_fast(fuzzer, outcome, Disagreement)
+    assert fuzzer.compared["put_fast"] == 2000
