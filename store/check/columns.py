@@ -197,8 +197,9 @@ class RecordColumns:
 
 
 def _scan_columns(buf, position: int, size: int, out: np.ndarray):
-    """The scan-ahead thread's work (`RecordColumns.scan_ahead`): kernel.scan of buf[position:size] into `out`, and
-    `_c_parts` of all its rows (the walk recomputes them when it takes fewer)."""
+    """The scan-ahead thread's work (`RecordColumns.scan_ahead`): kernel.scan of
+    buf[position:size] into `out`, and `_c_parts` of all its rows (the walk recomputes them when it
+    takes fewer)."""
     count, stop, kind, _ = kernel.scan(buf, position, size, 1, out)
     rows = out[:count]
     return count, stop, kind, _c_parts(buf, rows) if count else None

@@ -419,7 +419,8 @@ def _first_real_unit(queue_path: str, cq_end: int) -> int | None:
                 for chunk in range(0, total, _FIRST_UNIT_CHUNK):   # pre-fill units are few
                     part = np.frombuffer(os.pread(handle.fileno(), CQ_UNIT_SIZE * min(
                         _FIRST_UNIT_CHUNK, total - chunk), chunk * CQ_UNIT_SIZE), CQ_UNIT_DTYPE)
-                    real = np.flatnonzero((part["phy_offset"] != 0) | (part["size"] != PREFILL_SIZE))
+                    real = np.flatnonzero((part["phy_offset"] != 0) |
+                                          (part["size"] != PREFILL_SIZE))
                     if len(real):
                         first = chunk + int(real[0])
                         break

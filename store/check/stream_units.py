@@ -148,8 +148,8 @@ class UnitMatcher:
         """Add the matched (queue number, queue offset) pairs, grouped by queue, as runs."""
         if not len(offsets):
             return
-        if len(offsets) > 1 and not ((queue[1:] > queue[:-1]) |
-                                     ((queue[1:] == queue[:-1]) & (offsets[1:] > offsets[:-1]))).all():
+        later = (queue[1:] > queue[:-1]) | ((queue[1:] == queue[:-1]) & (offsets[1:] > offsets[:-1]))
+        if not later.all():
             pairs = np.unique(np.stack([queue.astype(np.int64), offsets]), axis=1)
             queue, offsets = pairs[0], pairs[1]
         breaks = np.flatnonzero((np.diff(offsets) != 1) | (np.diff(queue) != 0)) + 1
