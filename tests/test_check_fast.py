@@ -137,12 +137,16 @@ def test_healthy_store_passes_in_bulk(tmp_path, monkeypatch):
         slow["units"] += 1
         return check_unit(self, *args)
 
-    def count_entry(path, entries, header, position, state, entry):
+    def count_entry(path, entries, header, position, state, entry, *walked):
         slow["entries"].append(entry)
-        return check_entry(path, entries, header, position, state, entry)
+        return check_entry(path, entries, header, position, state, entry, *walked)
+
+    def no_rewalk(self, phy_offset):
+        raise AssertionError(f"the walk already saw {phy_offset}")
 
     monkeypatch.setattr(consumequeue_module.UnitChecker, "_check_unit", count_unit)
     monkeypatch.setattr(index_module, "_check_entry", count_entry)
+    monkeypatch.setattr(commitlog_module.LogScan, "is_record_start", no_rewalk)
     assert not [f for f in _findings(config) if f.startswith("Finding(severity='error'")]
     assert slow["units"] == 0
     (name,) = os.listdir(config.index_dir)
@@ -336,3 +340,25 @@ def test_chains_clean_matches_its_definition(monkeypatch):
         assert got == _chains_clean_by_definition(table, entries, slots, count), case
         verdicts.add(got)
     assert verdicts == {True, False}
+
+
+def test_hash_collision_reported_alike(tmp_path, monkeypatch):
+    """Two keys whose `topic#key` share a keyHash ("Aa" and "BB": Java's String.hashCode): one
+    info finding naming both, from the column-wise and the record-by-record paths alike."""
+    root = str(tmp_path / "store")
+    config = StoreConfig.from_dict({}, store_path_root_dir=root)
+    store = MessageStore.open(config)
+    try:
+        for n, key in enumerate(("Aa", "x1", "BB", "x2", "Aa")):
+            assert store.put_message(Message("T", bytes(100 + n), keys=(key,))).ok
+        started = time.monotonic()
+        while store.dispatch_behind_bytes() > 0 and time.monotonic() - started < 60:
+            time.sleep(0.001)
+    finally:
+        store.close()
+    fast = _findings(config)
+    with monkeypatch.context() as patch:
+        _slow_paths(patch)
+        assert fast == _findings(config)
+    collisions = [f for f in fast if "hash collision" in f]
+    assert len(collisions) == 1 and "'T#Aa' and 'T#BB'" in collisions[0], fast

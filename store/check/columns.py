@@ -36,6 +36,7 @@ _SCHEDULE = msgcodec.SCHEDULE_TOPIC.encode()
 _TRAILER = np.frombuffer(prop_crc._NAME, dtype=np.uint8)
 _TRAILER_SPAN = prop_crc.CRC32_RESERVED_LENGTH - prop_crc.DIGITS_OFFSET_FROM_END
 _HASH_MASK = 0xFFFFFFFF
+_NO_BEGIN = 1 << 62                # LogScan.queue_starts' "no unit yet"
 _NAME_MEMO_MAX = 10_000
 _WIDE_TAGS = 256
 
@@ -53,6 +54,8 @@ class RecordColumns:
         self._parts: dict[str, list] = {name: [] for name in _FIELDS}
         self._pairs: list[np.ndarray] = []
         self._tags_memo: dict[bytes, int] = {}
+        self._ends = np.zeros(0, dtype=np.int64)      # per queue number: max queue offset + 1
+        self._begins = np.zeros(0, dtype=np.int64)    # and min queue offset (_NO_BEGIN: none)
         self.count = 0
         self.out = kernel.scan_buffer(scan_rows or SCAN_ROWS)
         self.ahead = None             # a ScanAhead of the walk's segments (scan_ahead)
@@ -154,29 +157,45 @@ class RecordColumns:
         if parts is None:
             parts = _c_parts(buf, rows)
         (keys, inverse), hashed, tags = parts
-        numbers = np.array([self.queue_number(key) for key in keys], dtype=np.int32)
+        known = self.queue_numbers.get
+        numbers = [known(key) for key in keys]
+        if None in numbers:
+            numbers = [self.queue_number(key) for key in keys]
+        numbers = np.array(numbers, dtype=np.int32)[inverse]
         queued = (rows[:, _SYS_FLAG] & 0x04) == 0       # NOT_TYPE (0) or COMMIT (8)
         if queued.any():
-            which = inverse[queued]
-            offsets = rows[queued, _QUEUE_OFFSET]
-            high = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
-            low = np.full(len(keys), np.iinfo(np.int64).max, dtype=np.int64)
-            np.maximum.at(high, which, offsets)
-            np.minimum.at(low, which, offsets)
-            ends, begins = scan.queue_ends, scan.queue_starts
-            for number in np.unique(which).tolist():
-                key = keys[number]
-                ends[key] = max(ends.get(key, 0), int(high[number]) + 1)
-                begins[key] = min(begins.get(key, 1 << 62), int(low[number]))
+            self._note_spans(numbers[queued], rows[queued, _QUEUE_OFFSET])
         keys_known = (rows[:, _SYS_FLAG] & 0x0C) != 0x0C
         if hashed is None:            # a key or topic that is not ASCII: entries go the slow way
             keys_known[:] = False
         else:
             hashes, record_numbers = hashed
             self._pairs.append(((record_numbers + self.count) << 32) | (hashes & _HASH_MASK))
-        self._append(rows[:, _SIZE], numbers[inverse],
+        self._append(rows[:, _SIZE], numbers,
                      rows[:, _QUEUE_OFFSET], self._tags_codes(len(rows), tags),
                      rows[:, _STORE_TS], keys_known, np.ones(len(rows), dtype=np.bool_))
+
+    def _note_spans(self, numbers: np.ndarray, offsets: np.ndarray) -> None:
+        """What `LogScan.note_queued` does for each row, kept per queue number until
+        `fold_spans` (one dict update per queue, not per batch)."""
+        if len(self._ends) < len(self.queue_keys):
+            grown = max(len(self.queue_keys), 2 * len(self._ends), 64) - len(self._ends)
+            self._ends = np.concatenate((self._ends, np.zeros(grown, dtype=np.int64)))
+            self._begins = np.concatenate((self._begins, np.full(grown, _NO_BEGIN, np.int64)))
+        np.maximum.at(self._ends, numbers, offsets + 1)
+        np.minimum.at(self._begins, numbers, offsets)
+
+    def fold_spans(self, scan) -> None:
+        """Add the queue spans of the rows taken so far to `scan.queue_ends` / `queue_starts`."""
+        ends, begins = scan.queue_ends, scan.queue_starts
+        touched = np.flatnonzero(self._begins != _NO_BEGIN)
+        for number, end, begin in zip(touched.tolist(), self._ends[touched].tolist(),
+                                      self._begins[touched].tolist()):
+            key = self.queue_keys[number]
+            ends[key] = max(ends.get(key, 0), end)
+            begins[key] = min(begins.get(key, _NO_BEGIN), begin)
+        self._ends[:] = 0
+        self._begins[:] = _NO_BEGIN
 
     def _tags_codes(self, count: int, tags) -> np.ndarray:
         codes = np.zeros(count, dtype=np.int64)

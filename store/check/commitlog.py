@@ -122,6 +122,7 @@ def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,
                 progress("commitlog", index + 1, last_data + 1)
     finally:
         columns.close()
+    columns.fold_spans(scan)
     last_start = _hand_over(columns, starts, matchers, last_start, checkpoints)
     scan.walked_to = last_start + 1 if scan.capped else max(scan.end_offset, scan.min_offset)
     scan.segment_starts = SegmentStarts(view, last_data, unclean, scan.walked_to, checkpoints)

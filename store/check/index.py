@@ -256,8 +256,8 @@ def _check_entries(path, entries, header, entries_position, state: _State, relea
                     if position < stop:
                         return                 # the budget ran out inside the run
                     break
-                state.budget -= 1
-                _check_entry(path, entries, header, entries_position, state, first + slow)
+                state.budget -= 1              # a KEYED entry: the walk saw its record start
+                _check_entry(path, entries, header, entries_position, state, first + slow, True)
                 position = slow + 1
             if stop == len(part):
                 break
@@ -269,7 +269,10 @@ def _check_entries(path, entries, header, entries_position, state: _State, relea
         release()
 
 
-def _check_entry(path, entries, header, entries_position, state: _State, entry: int) -> None:
+def _check_entry(path, entries, header, entries_position, state: _State, entry: int,
+                 walked: bool = False) -> None:
+    """`walked`: the walk found the entry GOOD (KEYED), so its phyOffset is a walked record start
+    and `is_record_start`, which may walk part of a segment again, need not be asked."""
     sink, scan, view = state.sink, state.scan, state.view
     key_hash, phy_offset, time_diff_s, _prev = (int(v) for v in entries[entry])
     where = entries_position + entry * 20
@@ -292,7 +295,8 @@ def _check_entry(path, entries, header, entries_position, state: _State, entry: 
                  f"({scan.end_offset})")
         return
     result = view.check_at(phy_offset)
-    if scan.is_record_start(phy_offset) is False or result.kind != record_check.CHECK_RECORD or \
+    if (not walked and scan.is_record_start(phy_offset) is False) or \
+            result.kind != record_check.CHECK_RECORD or \
             result.request.commit_log_offset != phy_offset:
         sink.add_limited(f"{os.path.basename(path)} entries not at record starts", "error",
                          "index", path, where,
