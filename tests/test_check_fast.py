@@ -362,3 +362,16 @@ def test_hash_collision_reported_alike(tmp_path, monkeypatch):
         assert fast == _findings(config)
     collisions = [f for f in fast if "hash collision" in f]
     assert len(collisions) == 1 and "'T#Aa' and 'T#BB'" in collisions[0], fast
+
+
+def test_stream_index_search_is_searchsorted():
+    """The sliced binary search of the walk's index matcher answers as np.searchsorted, for sorted
+    and unsorted needles, below, inside and above the haystack, with repeats."""
+    from store.check.stream_index import _search
+    rng = np.random.default_rng(1)
+    for case in range(2000):
+        haystack = np.sort(rng.integers(-50, 50, int(rng.integers(0, 40))))
+        needles = rng.integers(-60, 60, int(rng.integers(0, 30)))
+        if case % 2:
+            needles = np.sort(needles)
+        assert (_search(haystack, needles) == np.searchsorted(haystack, needles)).all()

@@ -267,6 +267,7 @@ def _check_entries(path, entries, header, entries_position, state: _State, relea
             _check_entry(path, entries, header, entries_position, state, first + stop)
             position = stop + 1
         release()
+        state.view.release_pages()     # the records read for this chunk's entries
 
 
 def _check_entry(path, entries, header, entries_position, state: _State, entry: int,

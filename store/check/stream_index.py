@@ -100,7 +100,7 @@ class EntryMatcher:
 def _good(entries, phy, first: int, low: int, columns, starts, begin_timestamp: int) -> np.ndarray:
     key_hash = entries["key_hash"].astype(np.int64)
     time_diff = entries["time_diff_s"].astype(np.int64)
-    at = np.searchsorted(starts, phy)
+    at = _search(starts, phy)
     inside = (phy >= low) & (at < len(starts)) & (key_hash >= 0)
     at = np.minimum(at, len(starts) - 1)
     good = inside & (starts[at] == phy)
@@ -108,13 +108,24 @@ def _good(entries, phy, first: int, low: int, columns, starts, begin_timestamp: 
     pairs = columns.key_pairs
     if len(pairs):
         wanted = (at << 32) | key_hash
-        where = np.minimum(np.searchsorted(pairs, wanted), len(pairs) - 1)
+        where = np.minimum(_search(pairs, wanted), len(pairs) - 1)
         good &= pairs[where] == wanted
     else:
         good[:] = False
     expected = np.clip((columns.store_ts[at] - begin_timestamp) // 1000, 0, _TIME_DIFF_MAX)
     good &= (expected == time_diff) | (first + np.arange(len(phy)) == 1)
     return good
+
+
+def _search(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """`np.searchsorted(haystack, needles)`, in the slice of `haystack` between the needles'
+    least and greatest: a chunk of entries points into a small part of the window, and a binary
+    search there stays in the cache."""
+    if not len(needles):
+        return np.zeros(0, dtype=np.intp)
+    low = int(np.searchsorted(haystack, needles.min()))
+    high = int(np.searchsorted(haystack, needles.max(), side="right"))
+    return low + np.searchsorted(haystack[low:high], needles)
 
 
 def _add_runs(runs: list[list[int]], numbers: np.ndarray) -> None:
