@@ -375,3 +375,34 @@ def test_stream_index_search_is_searchsorted():
         if case % 2:
             needles = np.sort(needles)
         assert (_search(haystack, needles) == np.searchsorted(haystack, needles)).all()
+
+
+def test_chain_verdicts_on_a_thread(tmp_path):
+    """index_chains.ChainVerdicts answers as chains_clean on the file (clean, then with a slot
+    damaged), None for another indexCount or an unknown file, and leaves no thread behind."""
+    import threading
+    from store.check.index_chains import ChainVerdicts
+    root = str(tmp_path / "store")
+    config = _many_queue_store(root, 300)
+    (name,) = os.listdir(config.index_dir)
+    path = os.path.join(config.index_dir, name)
+    slots, maximum = config.max_hash_slot_num, config.max_index_num
+    for damaged in (False, True):
+        with open(path, "rb") as handle:
+            data = handle.read()
+        header = decode_header(data)
+        table = np.frombuffer(data, dtype=">i4", count=slots, offset=INDEX_HEADER_SIZE)
+        entries = np.frombuffer(data, dtype=ENTRY_DTYPE, count=header.index_count,
+                                offset=INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE)
+        expected = fast_index.chains_clean(table, entries, slots, header.index_count)
+        assert expected is not damaged
+        chains = ChainVerdicts(config.index_dir, slots, maximum)
+        assert chains.verdict(path, header.index_count) is expected
+        assert chains.verdict(path, header.index_count + 1) is None
+        assert chains.verdict(path + "0", header.index_count) is None
+        chains.close()
+        assert not [t for t in threading.enumerate() if t.name == "check-index-chains"]
+        slot = int(np.flatnonzero(table > 0)[0])
+        with open(path, "r+b") as handle:          # a slot pointing at the wrong entry
+            handle.seek(INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE)
+            handle.write((int(table[slot]) - 1).to_bytes(4, "big"))

@@ -29,7 +29,9 @@ INDEX_NAME_LENGTH = 17
 
 def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
                     view: CommitLogView, scan: LogScan, sink: Sink, *, unclean: bool,
-                    max_entries: int | None, progress=None) -> None:
+                    max_entries: int | None, progress=None, chains=None) -> None:
+    """`chains`: an index_chains.ChainVerdicts of `index_dir`, or None (each file's verdict is
+    worked out here)."""
     names = sorted(os.listdir(index_dir)) if os.path.isdir(index_dir) else []
     if scan.records and not any(name.isdigit() for name in names):
         sink.add("error", "index", index_dir, None,
@@ -39,6 +41,7 @@ def check_index_dir(index_dir: str, max_hash_slot_num: int, max_index_num: int,
                             "queues: the records already in the log are never indexed again")
     expected_size = index_file_size(max_hash_slot_num, max_index_num)
     state = _State(view, scan, sink, unclean, max_entries)
+    state.chains = chains
     previous_end_phy = None
     for number, name in enumerate(names):
         path = os.path.join(index_dir, name)
@@ -143,6 +146,7 @@ class _State:
         self.budget = max_entries if max_entries is not None else 1 << 62
         self.key_of_hash = _KeyMemory(view)
         self.collisions_reported: set[tuple[str, str]] = set()
+        self.chains = None                 # index_chains.ChainVerdicts, when one was started
 
 
 def _check_file(path, buffer, slots: int, max_index_num: int, state: _State) -> int | None:
@@ -173,8 +177,11 @@ def _check_file(path, buffer, slots: int, max_index_num: int, state: _State) -> 
         sink.add("error", "index", path, INDEX_HEADER_SIZE + int(slot) * HASH_SLOT_SIZE,
                  f"slot {int(slot)} holds {int(slot_table[slot])}, not an entry number below "
                  f"indexCount {index_count}")
-    if not fast_index.chains_clean(slot_table, entries, slots, index_count,
-                                   lambda: _release(buffer)):
+    clean = state.chains.verdict(path, header.index_count) if state.chains is not None else None
+    if clean is None:
+        clean = fast_index.chains_clean(slot_table, entries, slots, index_count,
+                                        lambda: _release(buffer))
+    if not clean:
         _check_chains(path, slot_table, entries, slots, index_count, entries_position, sink)
     _release(buffer)
     if entry_count:

@@ -36,6 +36,7 @@ from store.check.consumequeue import (check_api_queues, check_dispatch_coverage,
 from store.check.dledger import check_dledger
 from store.check.findings import COMPONENTS, SEVERITIES, Finding, Sink, utc_text
 from store.check.index import check_index_dir
+from store.check.index_chains import ChainVerdicts
 from store.check.segments import check_segment_files
 from store.check.stream_index import EntryMatcher
 from store.check.stream_units import UnitMatcher, api_queue_source, open_file_queue
@@ -98,6 +99,7 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None, *,
                     multi_dispatch=bool(config.enable_multi_dispatch))
     if view is None:
         return
+    chains = None
     try:
         if dledger is not None:
             scan = _guarded(sink, "commitlog", check_dledger, dledger, view, sink,
@@ -108,6 +110,9 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None, *,
             scan = _guarded(sink, "commitlog", walk_commit_log, view, sink,
                             max_records=max_records, unclean=unclean, progress=progress,
                             matchers=matchers) or LogScan()
+        if config.message_index_enable and not sink.full:     # overlaps the queues' check
+            chains = _guarded(sink, "index", ChainVerdicts, config.index_dir,
+                              config.max_hash_slot_num, config.max_index_num)
         if store is not None and not sink.full and dledger is None:
             _guarded(sink, "commitlog", _compare_recovery, store, scan, sink)
         if config.store_type == "default":
@@ -135,12 +140,14 @@ def check_all(config, style: str, store, sink: Sink, max_records: int | None, *,
         if config.message_index_enable:
             _guarded(sink, "index", check_index_dir, config.index_dir, config.max_hash_slot_num,
                      config.max_index_num, view, scan, sink, unclean=unclean,
-                     max_entries=max_records, progress=progress)
+                     max_entries=max_records, progress=progress, chains=chains)
         _guarded(sink, "checkpoint", _check_checkpoint, config.checkpoint_path, style, scan, sink)
         _guarded(sink, "config", _check_config_files, config, sink)
         _guarded(sink, "timer", check_timer, config, style, store, view, scan, sink,
                  max_units=max_records)
     finally:
+        if chains is not None:
+            chains.close()
         view.close()
 
 
