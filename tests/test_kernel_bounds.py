@@ -114,6 +114,29 @@ def test_index_hashes_twins_agree_when_out_fills_before_a_non_ascii_token():
     assert outcomes[0] == outcomes[1] == ("ok", -2)
 
 
+
+def test_index_hashes_twins_agree_on_random_keys():
+    """hash.c hashes four characters a step: the same Java hashes as the twin for random topics and
+    keys of every length mod 4, empty and repeated spaces, non-ASCII bytes, outputs too small."""
+    import random
+    rng = random.Random(7)
+    alphabet = "abcXYZ019#-_ " + "\u00e4"
+    for case in range(600):
+        topic = "".join(rng.choice(alphabet[:-2]) for _ in range(rng.randrange(1, 40)))
+        keys = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60)))
+        uniq = "".join(rng.choice(alphabet[:-2]) for _ in range(rng.randrange(0, 40)))
+        properties = (f"KEYS\x01{keys}\x02" if keys else "") + \
+            (f"UNIQ_KEY\x01{uniq}\x02" if uniq else "")
+        buf = bytes(kernel.encode_record(topic.encode(), 1, 0, 0, 0, 0, 0, bytes(8), 0, bytes(8),
+                                         0, 0, b"", properties.encode(), 1))
+        rows = _rows_of(buf)
+        size = rng.choice((1, 2, 64))
+        outcomes = [_outcome(index_hashes, buf, rows, out_h := np.zeros(size, np.int64),
+                             out_r := np.zeros(size, np.int64)) + (out_h.tolist(), out_r.tolist())
+                    for index_hashes in (kernel.index_hashes, kernel._index_hashes_py)]
+        assert outcomes[0] == outcomes[1], (topic, keys, uniq, size)
+
+
 # -- record.c encode_record: a v1 topic over 255 bytes or PROPERTIES over 65,535 were truncated -------
 
 def _record_args(topic: bytes, properties: bytes, version: int) -> list:
