@@ -169,8 +169,15 @@ extern const char rmq_found_result_doc[];
 PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_query_keys_doc[];
 #define RMQ_QUERY_ASK 1     /* rmq_query_run: the twin answers */
-int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hits_out,
-                  int64_t *last_ts_out, int64_t *last_phy_out);
+/* key_hash: rmq_query_key_hash(topic, key) when the caller has it, else -1 */
+int rmq_query_run(PyObject *const *args, int64_t key_hash, PyObject **messages_out,
+                  Py_ssize_t *hits_out, int64_t *last_ts_out, int64_t *last_phy_out);
+int64_t rmq_query_key_hash(PyObject *topic, PyObject *key);
+/* query_hints.c: prefetches only, no answer depends on them (see there) */
+void rmq_hint_slot(PyObject *index_files, int64_t key_hash);
+void rmq_hint_entry(PyObject *index_files, int64_t key_hash);
+void rmq_hint_records(PyObject *segments, int64_t segment_bytes, const int64_t *offsets,
+                      Py_ssize_t n);
 /* groups.c */
 extern const char rmq_span_groups_doc[];
 PyObject *rmq_span_groups(PyObject *self, PyObject *args);

@@ -14,7 +14,8 @@
  * or decide something this does not model: a closed index file, a slot or entry outside the map,
  * a header field or a segment's offset or size past +-2**62, a record read_message asks about. It
  * holds no buffer while Python code runs (a read-only file's refresh(), a segment's properties, a
- * non-ASCII record's properties).
+ * non-ASCII record's properties). The index entry and the records are requested from memory a
+ * step ahead (query_hints.c), which changes no answer.
  */
 
 #include "kernel.h"
@@ -68,28 +69,6 @@ static int attr_small(PyObject *obj, PyObject *name, int64_t *out)
     }
     Py_DECREF(value);
     return got;
-}
-
-/* A hint, no answer depends on it: the hash slot of key_hash in index_file's map requested from
- * memory (the first of a query's three dependent cache misses) while the query reads its Python
- * attributes. No pointer is kept (a prefetch of an address unmapped since does not fault); whatever
- * fails is cleared here and met again, and raised, where the query reads it. */
-static void prefetch_slot(PyObject *index_file, int64_t key_hash)
-{
-    int64_t slots;
-    PyObject *map = NULL;
-    Py_buffer view;
-    if (attr_small(index_file, s_slots, &slots) == 0 && slots > 0 && slots <= (1LL << 40)
-            && (map = PyObject_GetAttr(index_file, s_map)) != NULL && map != Py_None
-            && PyObject_GetBuffer(map, &view, PyBUF_SIMPLE) == 0) {
-        int64_t slot_pos = HEADER_BYTES + (key_hash % slots) * SLOT_BYTES;
-        if (slot_pos < view.len)
-            __builtin_prefetch((const char *)view.buf + slot_pos);
-        PyBuffer_Release(&view);
-    }
-    Py_XDECREF(map);
-    if (PyErr_Occurred())
-        PyErr_Clear();
 }
 
 /* One index file's chain walk (lookup.c's index_select, into an array). 0, or ASK. */
@@ -365,8 +344,8 @@ static int carries_key(PyObject *record, PyObject *topic, PyObject *key)
 }
 
 /* The hash of topic + "#" + key (IndexService.buildKey) as IndexFile stores it: abs(String.hashCode),
- * 0 for Integer.MIN_VALUE; the key string is not built. */
-static int64_t key_hash_of(PyObject *topic, PyObject *key)
+ * 0 for Integer.MIN_VALUE; the key string is not built. topic and key: exact str. */
+int64_t rmq_query_key_hash(PyObject *topic, PyObject *key)
 {
     int32_t h = (int32_t)rmq_java_hash_from(31 * rmq_java_hash(topic) + '#', key);
     if (h == INT32_MIN)
@@ -387,8 +366,8 @@ const char rmq_query_keys_doc[] = (
 /* query_keys' work for args = (index_files, topic, key, max_num, begin_ms, end_ms, mapped_files,
  * decoders): 0 with *messages (a new list), *hits, *last_ts, *last_phy set; RMQ_QUERY_ASK (the twin
  * answers); -1 with an exception. Shared with query_message.c. */
-int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hits_out,
-                  int64_t *last_ts_out, int64_t *last_phy_out)
+int rmq_query_run(PyObject *const *args, int64_t key_hash, PyObject **messages_out,
+                  Py_ssize_t *hits_out, int64_t *last_ts_out, int64_t *last_phy_out)
 {
     if (intern_names() < 0)
         return -1;
@@ -414,12 +393,11 @@ int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hi
     }
     rmq_decoder decoder = {PyTuple_GET_ITEM(decoders, 1), PyTuple_GET_ITEM(decoders, 2),
                            PyTuple_GET_ITEM(decoders, 3), {0}, {NULL}};
-    int64_t key_hash = key_hash_of(topic, key);
-    if (PyList_GET_SIZE(files) > 0) {                      /* the newest file is walked first */
-        PyObject *newest = Py_NewRef(PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1));
-        prefetch_slot(newest, key_hash);
-        Py_DECREF(newest);
-    }
+    if (key_hash < 0)
+        key_hash = rmq_query_key_hash(topic, key);
+    /* the entry the newest file's slot names, requested while the attributes below are read (the
+     * slot itself was requested before the lock by query_message, or misses here once) */
+    rmq_hint_entry(files, key_hash);
     int64_t segment_bytes;
     int got = attr_small(args[6], s_file_size, &segment_bytes);
     if (got != 0)
@@ -449,6 +427,7 @@ int rmq_query_run(PyObject *const *args, PyObject **messages_out, Py_ssize_t *hi
             break;
         if (n > 1)
             qsort(offsets, (size_t)n, sizeof(int64_t), compare_int64);
+        rmq_hint_records(segments, segment_bytes, offsets, n);     /* read below, in this order */
         int have_first = 0;
         int64_t first_time = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -519,7 +498,7 @@ PyObject *rmq_query_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     PyObject *messages;
     Py_ssize_t hits;
     int64_t last_ts, last_phy;
-    int got = rmq_query_run(args, &messages, &hits, &last_ts, &last_phy);
+    int got = rmq_query_run(args, -1, &messages, &hits, &last_ts, &last_phy);
     if (got != 0)
         return got == ASK ? Py_NewRef(Py_NotImplemented) : NULL;
     PyObject *result = Py_BuildValue("(OnLL)", messages, hits, (long long)last_ts,

@@ -75,6 +75,19 @@ PyObject *rmq_query_message(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     if (!PyType_Check(args[8]))
         Py_RETURN_NOTIMPLEMENTED;
+    int64_t key_hash = -1;
+    if (PyUnicode_CheckExact(args[1]) && PyUnicode_CheckExact(args[2])) {
+        /* A hint (query_hints.c): the newest index file's slot for the key requested from memory
+         * while the lock is taken. The file list read here, without the lock, only aims it. */
+        key_hash = rmq_query_key_hash(args[1], args[2]);
+        PyObject *unlocked_files = PyObject_GetAttr(args[0], s_live_files);
+        if (unlocked_files == NULL)
+            PyErr_Clear();             /* read again below, under the lock, where it raises */
+        else {
+            rmq_hint_slot(unlocked_files, key_hash);
+            Py_DECREF(unlocked_files);
+        }
+    }
     PyObject *lock = PyObject_GetAttr(args[0], s_lock);
     if (lock == NULL)
         return NULL;
@@ -92,7 +105,7 @@ PyObject *rmq_query_message(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (files != NULL) {
         PyObject *query_args[8] = {files, args[1], args[2], args[3], args[4], args[5], args[6],
                                    args[7]};
-        got = rmq_query_run(query_args, &messages, &hits, &last_ts, &last_phy);
+        got = rmq_query_run(query_args, key_hash, &messages, &hits, &last_ts, &last_phy);
         Py_DECREF(files);
     }
     PyObject *type, *value, *traceback;        /* release, keeping what was raised */
