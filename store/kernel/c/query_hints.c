@@ -125,11 +125,16 @@ void rmq_hint_records(PyObject *segments, int64_t segment_bytes, const int64_t *
         PyErr_Clear();
         return;
     }
-    if (!small_attr(PyList_GET_ITEM(segments, 0), s_from, 0, 1LL << 62, &first))
+    PyObject *first_segment = Py_NewRef(PyList_GET_ITEM(segments, 0));
+    int known = small_attr(first_segment, s_from, 0, 1LL << 62, &first);
+    Py_DECREF(first_segment);
+    if (!known)
         return;
     for (Py_ssize_t i = 0; i < n && i < RECORDS_HINTED; i++) {
+        if (offsets[i] < first)     /* (any int64: subtracted only when it cannot overflow) */
+            continue;
         int64_t delta = offsets[i] - first;
-        if (delta < 0 || delta / segment_bytes >= PyList_GET_SIZE(segments))
+        if (delta / segment_bytes >= PyList_GET_SIZE(segments))
             continue;
         PyObject *mapped = Py_NewRef(PyList_GET_ITEM(segments, delta / segment_bytes));
         Py_buffer view;
