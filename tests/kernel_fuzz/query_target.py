@@ -198,6 +198,19 @@ class FakeIndexService:
         self.live_files = files
 
 
+class DecoyIndexService:
+    """An IndexService whose file list read without its lock (query_message's slot hint, see
+    c/query_hints.c) is another one: the answer must be that of the list read under the lock."""
+
+    def __init__(self, files, decoy):
+        self.lock = threading.RLock()
+        self.files, self.decoy = files, decoy
+
+    @property
+    def live_files(self):
+        return self.files if self.lock._is_owned() else self.decoy
+
+
 def _fields(answer):
     """An outcome with its result object as (type, its instance dict's items in order)."""
     if answer[0] == "ok" and answer[1] is not NotImplemented:
@@ -210,6 +223,8 @@ def query_message(fuzzer) -> bool:
     it was compared with the twin. The lock must be free again after both, raised or not."""
     args = make_args(fuzzer.rng)
     service = FakeIndexService(args[0])
+    if fuzzer.rng.random() < 0.2:
+        service = DecoyIndexService(args[0], make_args(fuzzer.rng)[0])
     truncate_at = fuzzer.rng.choice([args[3], 1, 2**63])
     full = (service,) + args[1:] + (QueryMessageResult, truncate_at)
     fuzzer.last_input = {"target": "query_message", "args": repr(args[1:6] + (truncate_at,))}
