@@ -23,6 +23,7 @@
  * | fixed.c   | fixed_columns: the pipeline's fixed-width columns of scan rows in one pass      |
  * | query.c   | query_keys: a key query's index rounds and record reads in one call       |
  * | query_message.c | query_message: query_keys under the index lock, its result object built |
+ * | query_hints.c | prefetches of a key query's slot, index entry and records (no answer depends on them) |
  * | put_fast.c| put_fast: a single put's common case (checks, encode, lock, place, result) in one |
  * | groups.c  | span_groups: distinct byte spans (+ a tag) numbered in np.unique's order (queues, TAGS) |
  * | module.c  | the method table and module init                                              |
