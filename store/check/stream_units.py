@@ -33,8 +33,11 @@ class _FileQueue:
         self.per_file = file_size // CQ_UNIT_SIZE
 
     def _read(self, path: str, first: int, count: int) -> np.ndarray:
-        with open(path, "rb", buffering=0) as handle:
-            data = os.pread(handle.fileno(), count * CQ_UNIT_SIZE, first * CQ_UNIT_SIZE)
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            data = os.pread(descriptor, count * CQ_UNIT_SIZE, first * CQ_UNIT_SIZE)
+        finally:
+            os.close(descriptor)
         return np.frombuffer(data, dtype=CQ_UNIT_DTYPE, count=len(data) // CQ_UNIT_SIZE)
 
     def units(self, queue_offsets: np.ndarray):
