@@ -26,6 +26,7 @@ which use it, stay at the bottom of the import graph.
 | found_result    | a pull's GetMessageResult built without its __init__ frame (twin in `result.py`) |
 | query_keys      | a key query's index rounds and record reads in one call (twin in `store.kernel.query`) |
 | query_message   | query_keys under the index service's lock, its QueryMessageResult built (twin in `store.kernel.query`) |
+| (query_hints.c) | the slot, entry and records of a key query prefetched a step early; no answer depends on it (no twin) |
 | tags_codes      | the tagsCode of each scan row (ASCII TAGS; TAGS_CODE_ASK: ask), twin in `dispatch_twins` |
 | unit_runs       | consume-queue units of scan rows grouped by queue, twin in `dispatch_twins` |
 | index_put       | `IndexFile.put_keys` into the map (entries, chains, slots), twin in `dispatch_twins` |
