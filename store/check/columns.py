@@ -35,6 +35,7 @@ _C = kernel.COL
 _SCHEDULE = msgcodec.SCHEDULE_TOPIC.encode()
 _TRAILER = np.frombuffer(prop_crc._NAME, dtype=np.uint8)
 _TRAILER_SPAN = prop_crc.CRC32_RESERVED_LENGTH - prop_crc.DIGITS_OFFSET_FROM_END
+_TRAILER_HASH = prop_crc._NAME.index(b"#")    # a rare byte, looked at before the whole name
 _HASH_MASK = 0xFFFFFFFF
 _NO_BEGIN = 1 << 62                # LogScan.queue_starts' "no unit yet"
 _NAME_MEMO_MAX = 10_000
@@ -267,8 +268,10 @@ def _first_slow_row(buf, base: int, rows: np.ndarray) -> int:
         ends = rows[:, _POS] + rows[:, _SIZE]
         candidates = np.flatnonzero((rows[:, _SIZE] >= prop_crc.CRC32_RESERVED_LENGTH) &
                                     (data[ends - 1] == 2))
-        if len(candidates):
+        if len(candidates):        # (every record's PROPERTIES end with 2: one byte first)
             first = ends[candidates] - prop_crc.CRC32_RESERVED_LENGTH
+            named = np.flatnonzero(data[first + _TRAILER_HASH] == _TRAILER[_TRAILER_HASH])
+            candidates, first = candidates[named], first[named]
             names = data[first[:, None] + np.arange(_TRAILER_SPAN)]
             slow[candidates[(names == _TRAILER).all(axis=1)]] = True
     finally:
