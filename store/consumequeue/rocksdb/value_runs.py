@@ -132,7 +132,8 @@ def _pass_columns(store, runs, values: bytes, queue_offsets):
         return None         # a new queue starting past 0 gets its `min` entry in the batch
     new_numbers = new.tolist()
     min_table = store._min
-    if any(queues[number] in min_table for number in new_numbers) or len(set(queues)) != count:
+    if (min_table and not min_table.keys().isdisjoint([queues[number] for number in new_numbers])) \
+            or len(set(queues)) != count:
         return None         # an old `min` entry; one queue twice in a pass (it follows itself)
     units = np.frombuffer(values, dtype=np.uint8).reshape(-1, _VALUE)
     last_phys = units[starts + lengths - 1, :8].copy().view(">i8").ravel()
@@ -162,13 +163,16 @@ def _put_following_pass(store, runs, values: bytes, queue_offsets) -> bool:
         if prefix is None:     # a new queue, or one loaded from disk: its keys, made once
             prefixes[queue], max_keys[queue] = prefix, _ = codec.queue_keys(*queue)
         key, value = 8 * start, _VALUE * start
+        if length == 1:             # at thousands of queues, nearly every run
+            put(prefix + keys[key:key + 8], values[value:value + _VALUE], units_cf)
+            continue
         for _ in range(length):     # the run's units, in log order
             put(prefix + keys[key:key + 8], values[value:value + _VALUE], units_cf)
             key += 8
             value += _VALUE
     max_values = np.column_stack((last_phys, last_offsets)).astype(">i8").tobytes()
-    for number, queue in enumerate(queues):           # _write_units: `max` of each queue
-        put(max_keys[queue], max_values[16 * number:16 * number + 16], offsets_cf)
+    for key, value in zip(map(max_keys.__getitem__, queues), range(0, 16 * len(queues), 16)):
+        put(key, max_values[value:value + 16], offsets_cf)    # _write_units: each queue's `max`
     checkpoint = max(store.checkpoint_phy_end, int(last_ends.max()))
     put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), offsets_cf)
     store.db.write(batch)
