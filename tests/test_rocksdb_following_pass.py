@@ -22,7 +22,7 @@ class _RecordingBatch:
         assert raw_mode
         self.ops = []
 
-    def put(self, key, value, family):
+    def put(self, key, value, family=None):     # None: the default column family
         self.ops.append((key, value, family))
 
 
@@ -33,11 +33,15 @@ class _RecordingDb:
         self.db, self.store, self.batches = store.db, store, []
 
     def write(self, batch):
-        names = {id(self.store._units_cf): "default", id(self.store._offsets_cf): "offset"}
+        names = {id(self.store._units_cf): "default", id(self.store._offsets_cf): "offset",
+                 id(None): "default"}
         self.batches.append([(k, v, names[id(f)]) for k, v, f in batch.ops])
         real = WriteBatch(raw_mode=True)
         for key, value, family in batch.ops:
-            real.put(key, value, family)
+            if family is None:
+                real.put(key, value)
+            else:
+                real.put(key, value, family)
         self.db.write(real)
 
     def __getattr__(self, name):

@@ -156,7 +156,7 @@ def _put_following_pass(store, runs, values: bytes, queue_offsets) -> bool:
     store._min_unwritten.update(zip([queues[number] for number in new_numbers], new_phys))
     batch = WriteBatch(raw_mode=True)
     put = batch.put
-    units_cf, offsets_cf = store._units_cf, store._offsets_cf
+    offsets_cf = store._offsets_cf     # units go to the default column family: no handle to pass
     keys = np.asarray(queue_offsets, dtype=">i8").tobytes()       # 8 bytes per unit
     for queue, start, length in zip(queues, starts, lengths):
         prefix = prefixes.get(queue)
@@ -164,10 +164,10 @@ def _put_following_pass(store, runs, values: bytes, queue_offsets) -> bool:
             prefixes[queue], max_keys[queue] = prefix, _ = codec.queue_keys(*queue)
         key, value = 8 * start, _VALUE * start
         if length == 1:             # at thousands of queues, nearly every run
-            put(prefix + keys[key:key + 8], values[value:value + _VALUE], units_cf)
+            put(prefix + keys[key:key + 8], values[value:value + _VALUE])   # default family
             continue
         for _ in range(length):     # the run's units, in log order
-            put(prefix + keys[key:key + 8], values[value:value + _VALUE], units_cf)
+            put(prefix + keys[key:key + 8], values[value:value + _VALUE])
             key += 8
             value += _VALUE
     max_values = np.column_stack((last_phys, last_offsets)).astype(">i8").tobytes()
