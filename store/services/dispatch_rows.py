@@ -164,7 +164,7 @@ def _unit_groups(buf, rows, batch_router, topic_is_legal, with_values: bool = Fa
 def _value_runs(buf, queued, runs, units, queue_offsets, batch_router, topic_is_legal):
     """`_unit_groups` for the RocksDB consume queue: (`put_value_runs`' arguments, ...): the queues
     of the runs (the tuples `arrivals` holds), per run its first unit, unit count, consecutive flag,
-    first and last record's phy ends, as lists; the values and queue offsets of all units. Made per
+    first and last record's phy ends, as int64 arrays; the values and queue offsets of all units. Made per
     column with numpy, each topic decoded and checked once per pass."""
     values = _unit_values(queued, units)
     firsts, lasts = queued[runs[:, 0]], queued[runs[:, 1]]
@@ -182,10 +182,9 @@ def _value_runs(buf, queued, runs, units, queue_offsets, batch_router, topic_is_
     queues = [(names[raw], queue_id) for raw, queue_id in
               zip(raws, firsts[:, _C["queue_id"]].tolist())]
     arrivals = dict(zip(queues, (queue_offsets[starts + lengths - 1] + 1).tolist()))
-    columns = (queues, starts.tolist(), lengths.tolist(), runs[:, 4].tolist(),
-               (firsts[:, _PHY] + firsts[:, _SIZE]).tolist(),
-               (lasts[:, _PHY] + lasts[:, _SIZE]).tolist())
-    return _put_values, (columns, values, queue_offsets.tolist()), arrivals, queued[-1]
+    columns = (queues, starts, lengths, runs[:, 4], firsts[:, _PHY] + firsts[:, _SIZE],
+               lasts[:, _PHY] + lasts[:, _SIZE])          # int64 columns: put_value_runs takes them
+    return _put_values, (columns, values, queue_offsets), arrivals, queued[-1]
 
 
 def _unit_values(queued, units) -> bytes:

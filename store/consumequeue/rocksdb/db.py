@@ -10,6 +10,15 @@ hashing the directory before and after), and a database written by RocketMQ has 
 read-only open copies the small files (CURRENT, MANIFEST, OPTIONS, WAL) and hard-links the immutable
 `*.sst` files (copying when linking fails) into a private temporary directory and opens that read-only.
 The store directory is never written, not even a lock. A shadow is a snapshot: `reopen` takes a new one.
+
+Writes skip the WAL, as RocketMQ 5.3.3's (`AbstractRocksDBStorage.writeOptions`: `setDisableWAL(true)`,
+used by `ConsumeQueueRocksDBStorage.batchPut`), and the database flushes its column families
+atomically (`RocksDBOptionsFactory.createDBOptions`: `setAtomicFlush(true)`): units, `max` entries and
+CHECKPOINT of a batch reach the SST files together or not at all. What a crash loses is the memtables
+since the last flush: the surviving CHECKPOINT then says where the log must be re-dispatched from
+(abnormal recovery starts at or before it), and a clean shutdown flushes every column family first
+(`flush_all`). So a read-only snapshot of a live writer sees what the writer has flushed, as a
+reader of a live 5.3.3 broker's database does.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import os
 import shutil
 import tempfile
 
-from rocksdict import AccessType, Options, Rdict
+from rocksdict import AccessType, Options, Rdict, WriteOptions
 
 from store.codec.rocksdb_cq import DEFAULT_CF, OFFSET_CF
 from store.errors import ConfigError
@@ -39,7 +48,23 @@ def open_writable(path: str) -> Rdict:
     names = _column_families(path)
     families = {name: _options(True) for name in names if name != DEFAULT_CF}
     families.setdefault(OFFSET_CF, _options(True))
-    return Rdict(path, _options(True), column_families=families)
+    options = _options(True)
+    options.set_atomic_flush(True)
+    database = Rdict(path, options, column_families=families)
+    write_options = WriteOptions()
+    write_options.disable_wal = True
+    database.set_write_options(write_options)    # every db.write(batch) of the store
+    return database
+
+
+def flush_all(database: Rdict, families: list) -> None:
+    """Flush the memtables of the default column family, then of `families` (Rdict views of the
+    others), waiting for each: after a WAL-less write this is what makes it durable. Units before
+    the `offset` family's CHECKPOINT, so even a flush cut between the two never leaves a
+    CHECKPOINT past the units on disk."""
+    database.flush(True)
+    for family in families:
+        family.flush(True)
 
 
 def open_read_only_shadow(path: str) -> tuple[Rdict, str]:

@@ -29,7 +29,8 @@ from rocksdict import ReadOptions, WriteBatch
 from store.codec import rocksdb_cq as codec
 from store.codec.cq_unit import CQ_UNIT_DTYPE, CqUnit
 from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_boundary
-from store.consumequeue.rocksdb.db import open_read_only_shadow, open_writable, remove_shadow
+from store.consumequeue.rocksdb.db import (flush_all, open_read_only_shadow, open_writable,
+                                           remove_shadow)
 from store.consumequeue.rocksdb.maintenance import EMPTY_QUEUE_OFFSET, RocksDBQueueMaintenance
 from store.consumequeue.rocksdb.value_runs import put_value_runs
 from store.consumequeue.time_search import NEAREST, search_boundary, search_nearest
@@ -155,10 +156,11 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
 
     def flush(self, least_pages: int = 0) -> None:
         # The CQ flush service is a no-op in RocksDB mode; a full flush (shutdown, thorough) writes
-        # the new queues' `min` entries and syncs the WAL.
+        # the new queues' `min` entries and flushes the memtables (writes skip the WAL: `db`).
         if self.db is not None and not self.read_only and least_pages == 0:
-            self._write_unwritten_mins()
-            self.db.flush_wal(True)
+            with self._lock:
+                self._write_unwritten_mins()
+                flush_all(self.db, [self._offsets])
 
     def _write_unwritten_mins(self) -> None:
         """The `min` entries of queues created at offset 0 since the last full flush, in one
@@ -178,6 +180,7 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
         with self._lock:
             if self.db is not None and not self.read_only:
                 self._write_unwritten_mins()
+                flush_all(self.db, [self._offsets])   # RocketMQ's shutdown: flush, wait
             self._close_db()
 
     def _close_db(self) -> None:
