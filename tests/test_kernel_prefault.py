@@ -184,6 +184,25 @@ def test_service_stops_when_madvise_fails(tmp_path, caplog):
 
 @needs_native
 @needs_linux
+def test_service_passes_over_a_map_closed_under_it(tmp_path):
+    store = _store(tmp_path)
+    try:
+        service = store.services.prefault
+        store.put_message(Message("T", b"x", 0))
+
+        def closed(map_, start, length):
+            raise ValueError("mmap closed or invalid")
+        service._advise = closed
+        assert service.advance() == 0
+        assert service.unavailable is None and not service._stop.is_set()
+        assert service.advance() == 0
+        assert store.put_message(Message("T", b"y", 0)).ok
+    finally:
+        store.close()
+
+
+@needs_native
+@needs_linux
 def test_which_stores_run_the_service(tmp_path):
     with MessageStore.open(small_config(tmp_path / "a")) as store:
         thread = store.services.prefault._thread
@@ -193,6 +212,8 @@ def test_which_stores_run_the_service(tmp_path):
         assert store.services.prefault is None              # records go to the pool's buffers
     with MessageStore.open(small_config(tmp_path / "a"), read_only=True) as store:
         assert store.services.prefault is None
+    with MessageStore.open(small_config(tmp_path / "c", flush_disk_type="SYNC_FLUSH")) as store:
+        assert store.services.prefault is None              # group commits would sync the zeros
 
 
 def test_twin_is_used_without_the_kernel():

@@ -94,9 +94,10 @@ class StoreServices:
             self.allocator = AllocateMappedFileService(
                 queue, warm=cfg.warm_maped_file_enable,
                 warm_sync_pages=cfg.flush_least_pages_when_warm_maped_file if self.sync_flush else 0)
-        # Page faults of the segment being written, taken on a thread of their own (prefault.py).
-        self.prefault = PrefaultService(queue) \
-            if self.allocator is not None and prefault_supported() else None
+        # Page faults of the segment being written, taken on a thread of their own (prefault.py);
+        # not under SYNC_FLUSH, whose group commits would write the zero pages ahead to disk.
+        self.prefault = PrefaultService(queue) if self.allocator is not None and \
+            not self.sync_flush and prefault_supported() else None
         last_ts = lambda: parts.commit_log.last_store_timestamp  # noqa: E731
         if self.sync_flush:
             self.flush_service = GroupCommitService(queue, last_store_timestamp=last_ts,

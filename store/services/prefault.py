@@ -9,8 +9,9 @@ to `LEAD_BYTES` of zero pages are dirty ahead of the writer, which the next flus
 
 RocketMQ's `warmMapedFileEnable` writes zeros over a whole new segment (MappedFile.warm here); this
 is the lighter, always-on cousin for the segment being written. It runs for the commit log of a
-writable store where records go into the map (no transient store pool), on Linux, with the compiled
-kernel (the twin holds the GIL). A madvise that fails (EINVAL before Linux 5.14) stops the thread:
+writable ASYNC_FLUSH store where records go into the map (no transient store pool), on Linux, with
+the compiled kernel (the twin holds the GIL). Not under SYNC_FLUSH: each group commit's fdatasync
+would write the zero pages ahead out, in the producers' wait. A madvise that fails (EINVAL before Linux 5.14) stops the thread:
 `unavailable` then holds the error, and puts fault their pages themselves, as without it.
 """
 
@@ -80,6 +81,8 @@ class PrefaultService(_ServiceThread):
             return 0
         try:
             advised = self._advise(segment.buffer, start, end - start)
+        except ValueError:
+            return 0        # the map closed under it (the store closing): nothing to populate
         except OSError as error:
             self.unavailable = error
             self._stop.set()
