@@ -1,5 +1,5 @@
-"""`prefault` (store/kernel/c/prefault.c) against its twin (store/kernel/prefault.py), what it does to
-a map (the pages resident, the bytes unchanged), and the service that runs it ahead of the commit
+"""`prefault` (store/kernel/c/prefault.c) against its twin (store/kernel/prefault.py), what it does
+to a map (the pages resident, the bytes unchanged), and the service that runs it ahead of the commit
 log's writer (store/services/prefault.py)."""
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from tests.kernel_fuzz.edges import Disagreement, outcome
 needs_native = pytest.mark.skipif(not kernel.COMPILED, reason="the C kernel is not built")
 needs_linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise is Linux's")
 FUNCTIONS = [pytest.param(prefault_py, id="twin"),
-             pytest.param(getattr(kernel._native, "prefault", None), id="native", marks=needs_native)]
+             pytest.param(getattr(kernel._native, "prefault", None), id="native",
+                          marks=needs_native)]
 PAGE = mmap.PAGESIZE
 
 
@@ -148,7 +149,8 @@ def test_service_really_populates_and_puts_read_back(tmp_path):
         segment = store.commit_log.mapped_files.files[-1]
         before = _resident_kib(segment.path)
         digest = hashlib.sha256(segment.buffer[:]).hexdigest()
-        assert store.services.prefault.advance() == (4 << 20) - (segment.wrote_position // PAGE + 1) * PAGE
+        first_free_page = (segment.wrote_position // PAGE + 1) * PAGE
+        assert store.services.prefault.advance() == (4 << 20) - first_free_page
         assert _resident_kib(segment.path) - before >= 3 << 10
         assert hashlib.sha256(segment.buffer[:]).hexdigest() == digest
         for message in sent[1:]:

@@ -11,8 +11,9 @@ RocketMQ's `warmMapedFileEnable` writes zeros over a whole new segment (MappedFi
 is the lighter, always-on cousin for the segment being written. It runs for the commit log of a
 writable ASYNC_FLUSH store where records go into the map (no transient store pool), on Linux, with
 the compiled kernel (the twin holds the GIL). Not under SYNC_FLUSH: each group commit's fdatasync
-would write the zero pages ahead out, in the producers' wait. A madvise that fails (EINVAL before Linux 5.14) stops the thread:
-`unavailable` then holds the error, and puts fault their pages themselves, as without it.
+would write the zero pages ahead out, in the producers' wait. A madvise that fails (EINVAL before
+Linux 5.14) stops the thread: `unavailable` then holds the error, and puts fault their pages
+themselves, as without it.
 """
 
 from __future__ import annotations

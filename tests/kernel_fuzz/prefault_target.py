@@ -1,11 +1,11 @@
 """The fuzz driver's `prefault` target (store/kernel/c/prefault.c) against its twin
 (store/kernel/prefault.py's `prefault_py`), also run unsanitized by tests/test_kernel_prefault.py.
 
-Input: a map of a random size (anonymous, or of a temporary file: writable, copy-on-write, read-only,
-or closed), a start and a length from the int64 edges, out-of-range ints, page multiples and one
-either side, the map's size and random values, or an argument of the wrong type or count. Each
-execution runs the C and the twin on the same map and compares the outcomes and the map's bytes
-(unchanged: a prefault only populates pages).
+Input: a map of a random size (anonymous, or of a temporary file: writable, copy-on-write,
+read-only, or closed), a start and a length from the int64 edges, out-of-range ints, page
+multiples and one either side, the map's size and random values, or an argument of the wrong type
+or count. Each execution runs the C and the twin on the same map and compares the outcomes and the
+map's bytes (unchanged: a prefault only populates pages).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ PAGE = mmap.PAGESIZE
 
 
 def _map(rng):
-    size = rng.choice([1, PAGE - 1, PAGE, PAGE + 1, 3 * PAGE, 16 * PAGE + 5, rng.randrange(1, 40 * PAGE)])
+    size = rng.choice([1, PAGE - 1, PAGE, PAGE + 1, 3 * PAGE, 16 * PAGE + 5,
+                       rng.randrange(1, 40 * PAGE)])
     kind = rng.choice(["anonymous", "write", "copy", "read", "closed"])
     if kind == "anonymous":
         return mmap.mmap(-1, size), None
@@ -58,7 +59,8 @@ def prefault(fuzzer, outcome, disagreement) -> None:
         if rng.random() < 0.03:
             args = args[:rng.randrange(3)]
         fuzzer.last_input = {"target": "prefault", "size": size, "closed": mapped.closed,
-                             "args": [repr(a) if not isinstance(a, mmap.mmap) else "map" for a in args]}
+                             "args": [repr(a) if not isinstance(a, mmap.mmap) else "map"
+                                      for a in args]}
         before = bytes(mapped) if not mapped.closed else None
         got = outcome(fuzzer.native.prefault, *args)
         middle = bytes(mapped) if not mapped.closed else None
