@@ -26,6 +26,7 @@ from store.services.dispatch import ConsumeQueueDispatcher, IndexDispatcher, Rep
 from store.services.flush import (AsyncFlushService, CommitService, ConsumeQueueFlushService,
                                   GroupCommitService, TransientStorePool)
 from store.services.long_polling import PullRequestHoldService
+from store.services.prefault import PrefaultService, prefault_supported
 from store.services.schedule import build_schedule_service
 from store.services.timer import build_timer_service
 
@@ -62,6 +63,7 @@ class StoreServices:
         self.flush_service = None
         self.cq_flush_service = None
         self.allocator = None
+        self.prefault = None
         self.cleanup = CleanupService(parts, reput_offset_of=lambda: self.reput.reput_offset)
         # Delay levels (4.9 format, writable): ScheduleMessageService, store/services/schedule.py.
         self.schedule = build_schedule_service(parts, after_append=self.after_append, may_put=lambda: (
@@ -92,6 +94,10 @@ class StoreServices:
             self.allocator = AllocateMappedFileService(
                 queue, warm=cfg.warm_maped_file_enable,
                 warm_sync_pages=cfg.flush_least_pages_when_warm_maped_file if self.sync_flush else 0)
+        # Page faults of the segment being written, taken on a thread of their own (prefault.py);
+        # not under SYNC_FLUSH, whose group commits would write the zero pages ahead to disk.
+        self.prefault = PrefaultService(queue) if self.allocator is not None and \
+            not self.sync_flush and prefault_supported() else None
         last_ts = lambda: parts.commit_log.last_store_timestamp  # noqa: E731
         if self.sync_flush:
             self.flush_service = GroupCommitService(queue, last_store_timestamp=last_ts,
@@ -192,7 +198,8 @@ class StoreServices:
         if parts.read_only or self.started:
             return
         self.reput.start()
-        for service in (self.commit_service, self.flush_service, self.cq_flush_service):
+        for service in (self.commit_service, self.flush_service, self.cq_flush_service,
+                        self.prefault):
             if service is not None:
                 service.start()
         if self.allocator is not None:
@@ -251,6 +258,8 @@ class StoreServices:
             self.schedule.shutdown()
         if self.commit_service is not None:
             self.commit_service.shutdown()
+        if self.prefault is not None:
+            self.prefault.shutdown()
         self.reput.shutdown(drain=True)
         if self.flush_service is not None:
             self.flush_service.shutdown()
@@ -282,7 +291,7 @@ class StoreServices:
             self.timer.stop_quietly()
         self.reput.shutdown(drain=False)
         for service in (self.commit_service, self.flush_service, self.cq_flush_service,
-                        self.allocator):
+                        self.allocator, self.prefault):
             if service is not None:
                 service.stop_quietly()
         if self.allocator is not None:

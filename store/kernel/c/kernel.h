@@ -25,6 +25,7 @@
  * | query_message.c | query_message: query_keys under the index lock, its result object built |
  * | query_hints.c | prefetches of a key query's slot, index entry and records (no answer depends on them) |
  * | put_fast.c| put_fast: a single put's common case (checks, encode, lock, place, result) in one |
+ * | prefault.c| prefault: madvise(MADV_POPULATE_WRITE) ahead of the writer in a map, GIL released |
  * | groups.c  | span_groups: distinct byte spans (+ a tag) numbered in np.unique's order (queues, TAGS) |
  * | module.c  | the method table and module init                                              |
  *
@@ -203,6 +204,10 @@ extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[]
 PyObject *rmq_encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *rmq_place_batch(PyObject *self, PyObject *args);
 extern const char rmq_encode_batch_doc[], rmq_place_batch_doc[];
+/* prefault.c */
+PyObject *rmq_prefault(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_prefault_doc[];
+
 /* put_fast.c */
 PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_put_fast_doc[];

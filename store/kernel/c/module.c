@@ -27,6 +27,7 @@ static PyMethodDef methods[] = {
     {"encode_batch", (PyCFunction)(void (*)(void))rmq_encode_batch, METH_FASTCALL, rmq_encode_batch_doc},
     {"place_batch", rmq_place_batch, METH_VARARGS, rmq_place_batch_doc},
     {"put_fast", (PyCFunction)(void (*)(void))rmq_put_fast, METH_FASTCALL, rmq_put_fast_doc},
+    {"prefault", (PyCFunction)(void (*)(void))rmq_prefault, METH_FASTCALL, rmq_prefault_doc},
     {"crc32", rmq_crc32, METH_O, rmq_crc32_doc},
     {"span_groups", rmq_span_groups, METH_VARARGS, rmq_span_groups_doc},
     {NULL, NULL, 0, NULL},
