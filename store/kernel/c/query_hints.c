@@ -71,49 +71,50 @@ static PyObject *newest_file(PyObject *files)
     return Py_NewRef(PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1));
 }
 
-void rmq_hint_slot(PyObject *files, int64_t key_hash)
+/* The newest index file's map, held in *view, its slot count and the position of key_hash's slot in
+ * it: 1 (release the view), else 0 (nothing held, no exception left set). */
+static int newest_slot(PyObject *files, int64_t key_hash, Py_buffer *view, int64_t *slots,
+                       int64_t *slot_pos)
 {
     PyObject *index_file = newest_file(files);
-    int64_t slots;
-    Py_buffer view;
-    if (index_file == NULL || intern_names() < 0) {
-        PyErr_Clear();
-        Py_XDECREF(index_file);
-        return;
+    int ok = 0;
+    if (index_file != NULL && key_hash >= 0 && intern_names() == 0
+            && small_attr(index_file, s_slots, 1, 1LL << 40, slots) && map_view(index_file, view)) {
+        *slot_pos = HEADER_BYTES + (key_hash % *slots) * SLOT_BYTES;
+        ok = *slot_pos <= view->len - SLOT_BYTES;
+        if (!ok)
+            PyBuffer_Release(view);
     }
-    if (small_attr(index_file, s_slots, 1, 1LL << 40, &slots) && map_view(index_file, &view)) {
-        int64_t slot_pos = HEADER_BYTES + (key_hash % slots) * SLOT_BYTES;
-        if (slot_pos <= view.len - SLOT_BYTES)
-            __builtin_prefetch((const char *)view.buf + slot_pos);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    Py_XDECREF(index_file);
+    return ok;
+}
+
+void rmq_hint_slot(PyObject *files, int64_t key_hash)
+{
+    Py_buffer view;
+    int64_t slots, slot_pos;
+    if (newest_slot(files, key_hash, &view, &slots, &slot_pos)) {
+        __builtin_prefetch((const char *)view.buf + slot_pos);
         PyBuffer_Release(&view);
     }
-    Py_DECREF(index_file);
 }
 
 void rmq_hint_entry(PyObject *files, int64_t key_hash)
 {
-    PyObject *index_file = newest_file(files);
-    int64_t slots;
     Py_buffer view;
-    if (index_file == NULL || intern_names() < 0) {
-        PyErr_Clear();
-        Py_XDECREF(index_file);
-        return;
-    }
-    if (small_attr(index_file, s_slots, 1, 1LL << 40, &slots) && map_view(index_file, &view)) {
+    int64_t slots, slot_pos;
+    if (newest_slot(files, key_hash, &view, &slots, &slot_pos)) {
         const unsigned char *p = view.buf;
-        int64_t slot_pos = HEADER_BYTES + (key_hash % slots) * SLOT_BYTES;
-        if (slot_pos <= view.len - SLOT_BYTES) {
-            int64_t entry = get32(p + slot_pos);
-            int64_t position = HEADER_BYTES + slots * SLOT_BYTES + entry * ENTRY_BYTES;
-            if (entry > 0 && position <= view.len - ENTRY_BYTES) {
-                __builtin_prefetch(p + position);
-                __builtin_prefetch(p + position + ENTRY_BYTES - 1);
-            }
+        int64_t entry = get32(p + slot_pos);
+        int64_t position = HEADER_BYTES + slots * SLOT_BYTES + entry * ENTRY_BYTES;
+        if (entry > 0 && position <= view.len - ENTRY_BYTES) {
+            __builtin_prefetch(p + position);
+            __builtin_prefetch(p + position + ENTRY_BYTES - 1);
         }
         PyBuffer_Release(&view);
     }
-    Py_DECREF(index_file);
 }
 
 void rmq_hint_records(PyObject *segments, int64_t segment_bytes, const int64_t *offsets,
