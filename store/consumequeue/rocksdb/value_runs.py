@@ -108,7 +108,6 @@ def _put_runs(store, runs: tuple[list, ...], values: bytes, queue_offsets: list[
         store._write_units(batch, touched, batch_end)
 
 
-
 def _pass_columns(store, runs, values: bytes, queue_offsets):
     """The columns `_put_following_pass` writes from, or None when the pass is not one it can:
     (queues, numbers of the new queues' runs, their first units' phy offsets, per run: start,
