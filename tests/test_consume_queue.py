@@ -449,3 +449,32 @@ def test_file_unmapped_queues_keep_state_and_flush(tmp_path):
     assert reader.get_max_offset("A", 0) == 3 and reader.get_unit("A", 0, 5) is None
     assert len(all_units(reader, "A", 0)) == 3
     reader.close()
+
+
+def test_rocksdb_shadow_retries_a_copy_taken_during_a_flush(tmp_path, monkeypatch):
+    """A flush between the shadow's listing and its MANIFEST copy leaves the copy naming an SST file
+    it does not have (RocksDB: Corruption ... No such file): the snapshot is taken again."""
+    from store.consumequeue.rocksdb import db as rocksdb_db
+    writer = open_store(tmp_path, STORE_TYPE_ROCKSDB)
+    writer.put_units(stream(count=3))
+    writer.close()                          # flushed: the units are in an SST file
+    path = str(tmp_path / "consumequeue")
+    assert any(name.endswith(".sst") for name in os.listdir(path))
+    fill, calls = rocksdb_db._fill_shadow, []
+
+    def fill_missing_an_sst_once(source, shadow):
+        fill(source, shadow)
+        calls.append(shadow)
+        if len(calls) == 1:
+            for name in os.listdir(shadow):
+                if name.endswith(".sst"):
+                    os.remove(os.path.join(shadow, name))
+
+    monkeypatch.setattr(rocksdb_db, "_fill_shadow", fill_missing_an_sst_once)
+    database, shadow = rocksdb_db.open_read_only_shadow(path)
+    try:
+        assert len(calls) == 2 and not os.path.exists(calls[0])
+        assert sum(1 for _ in database.keys()) == 3
+    finally:
+        database.close()
+        rocksdb_db.remove_shadow(shadow)

@@ -33,7 +33,7 @@ from store.codec.rocksdb_cq import DEFAULT_CF, OFFSET_CF
 from store.errors import ConfigError
 
 SHADOW_SKIP_NAMES = ("LOCK", "LOG", "rocksdict-config.json")
-SHADOW_RETRIES = 5  # a live writer may delete an SST between listing and linking
+SHADOW_RETRIES = 5  # a live writer may delete or add an SST between listing and linking
 
 
 def _options(create: bool) -> Options:
@@ -84,6 +84,13 @@ def open_read_only_shadow(path: str) -> tuple[Rdict, str]:
         except FileNotFoundError as error:
             last_error = error
             remove_shadow(shadow)
+        except Exception as error:
+            remove_shadow(shadow)
+            # A flush or compaction between the listing and the MANIFEST's copy: the copy names an
+            # SST file the shadow does not have (RocksDB: "Corruption: ... No such file").
+            if "No such file" not in str(error):
+                raise
+            last_error = error
         except BaseException:
             remove_shadow(shadow)
             raise
