@@ -87,6 +87,24 @@ def test_answers_and_refusals(prefault, tmp_path):
 
 @needs_linux
 @pytest.mark.parametrize("prefault", FUNCTIONS)
+def test_a_subclass_of_mmap_is_a_map(prefault, tmp_path):
+    """A map of a subclass of mmap.mmap (tests/power_loss_model.py records flushes with one) is
+    advised like any other."""
+    class Recording(mmap.mmap):
+        pass
+
+    path = tmp_path / "segment"
+    path.write_bytes(bytes(4 * PAGE))
+    with open(path, "r+b") as handle:
+        mapped = Recording(handle.fileno(), 4 * PAGE)
+    try:
+        assert prefault(mapped, 0, 4 * PAGE) == 4 * PAGE
+    finally:
+        mapped.close()
+
+
+@needs_linux
+@pytest.mark.parametrize("prefault", FUNCTIONS)
 def test_populates_pages_of_a_sparse_file_without_changing_bytes(prefault, tmp_path):
     path = tmp_path / "00000000000000000000"
     with open(path, "wb") as handle:

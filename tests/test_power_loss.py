@@ -186,7 +186,10 @@ def run_power_loss(tmp_path, monkeypatch, flush, pool, store_type, cuts, seed):
 
 def _rocksdb_image(store, target: str) -> None:
     """The consume queues' database as a checkpoint of the live one (module docstring)."""
-    from rocksdict import Checkpoint
+    import rocksdict
+    Checkpoint = getattr(rocksdict, "Checkpoint", None)
+    if Checkpoint is None:     # rocksdict 0.3.20 (the lower bound) has none
+        pytest.skip("this rocksdict has no Checkpoint: no consistent image of a live database")
     shutil.rmtree(target, ignore_errors=True)
     Checkpoint(store.consume_queues.db).create_checkpoint(target)
 

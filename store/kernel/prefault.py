@@ -30,7 +30,7 @@ def prefault_py(*args) -> int:
     if len(args) != 3:
         raise TypeError("prefault(map, start, length)")
     map_, start, length = args
-    if type(map_) is not mmap.mmap:
+    if not isinstance(map_, mmap.mmap):
         raise TypeError("prefault: the map must be an mmap.mmap")
     start = _ssize(start)
     length = _ssize(length)

@@ -39,7 +39,7 @@ PyObject *rmq_prefault(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (mmap_type == NULL)
             return NULL;
     }
-    if ((PyObject *)Py_TYPE(args[0]) != mmap_type) {
+    if (!PyObject_TypeCheck(args[0], (PyTypeObject *)mmap_type)) {
         PyErr_SetString(PyExc_TypeError, "prefault: the map must be an mmap.mmap");
         return NULL;
     }
