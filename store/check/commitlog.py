@@ -7,7 +7,6 @@ gives one finding.
 
 from __future__ import annotations
 
-import mmap
 import struct
 from array import array
 from dataclasses import dataclass, field
@@ -16,7 +15,8 @@ import numpy as np
 
 from store.check.columns import RecordColumns
 from store.check.findings import Sink
-from store.check.log_view import CommitLogView, Segment, body_crc_matches, is_all_zero
+from store.check.log_view import (CommitLogView, Segment, body_crc_matches, is_all_zero,
+                                  release_map)
 from store.codec import message as msgcodec
 from store.codec import prop_crc, record_check
 from store.consumequeue.lmq import PROPERTY_INNER_MULTI_DISPATCH
@@ -82,13 +82,9 @@ def _last_data_segment(view: CommitLogView, sink: Sink) -> int:
 
 
 def _release(segment: Segment, advice: str = "MADV_DONTNEED") -> None:
-    """Drop the walked segment's pages from this process (they stay in the page cache): the RSS
-    does not grow with the log. MADV_WILLNEED: read it ahead (the next segment, while walking)."""
-    if isinstance(segment.buffer, mmap.mmap) and hasattr(mmap, advice):
-        try:
-            segment.buffer.madvise(getattr(mmap, advice))
-        except OSError:
-            pass
+    """Drop the walked segment's pages from this process: the RSS does not grow with the log.
+    MADV_WILLNEED: read it ahead (the next segment, while walking)."""
+    release_map(segment.buffer, advice)
 
 
 def walk_commit_log(view: CommitLogView, sink: Sink, *, max_records: int | None,

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from store.check.commitlog import LogScan
-from store.check.log_view import CommitLogView
+from store.check.log_view import CommitLogView, release_map
 from store.check import fast_index
 from store.check.findings import Sink, utc_text
 from store.codec import record_check
@@ -180,12 +180,12 @@ def _check_file(path, buffer, slots: int, max_index_num: int, state: _State) -> 
     clean = state.chains.verdict(path, header.index_count) if state.chains is not None else None
     if clean is None:
         clean = fast_index.chains_clean(slot_table, entries, slots, index_count,
-                                        lambda: _release(buffer))
+                                        lambda: release_map(buffer))
     if not clean:
         _check_chains(path, slot_table, entries, slots, index_count, entries_position, sink)
-    _release(buffer)
+    release_map(buffer)
     if entry_count:
-        _check_entries(path, entries, header, entries_position, state, lambda: _release(buffer))
+        _check_entries(path, entries, header, entries_position, state, lambda: release_map(buffer))
         sink.summarize()
     return header.end_phy_offset if entry_count else None
 
@@ -231,15 +231,6 @@ def _check_chains(path, slot_table, entries, slots, index_count, entries_positio
         sink.add("warning", "index", path, entries_position + first * 20,
                  f"{len(unreached)} entries (first: {first}) are on no slot chain: queries "
                  f"never find them")
-
-
-def _release(buffer) -> None:
-    """Drop the pages of the index file read so far from this process (they stay cached)."""
-    if hasattr(mmap, "MADV_DONTNEED"):
-        try:
-            buffer.madvise(mmap.MADV_DONTNEED)
-        except OSError:
-            pass
 
 
 def _check_entries(path, entries, header, entries_position, state: _State, release) -> None:

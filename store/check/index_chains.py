@@ -17,6 +17,7 @@ import threading
 import numpy as np
 
 from store.check import fast_index
+from store.check.log_view import release_map
 from store.codec.index_codec import (ENTRY_DTYPE, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header,
                                      index_file_size)
 
@@ -72,14 +73,7 @@ def _verdict(data: mmap.mmap, slots: int, max_index_num: int) -> tuple[int, bool
                             offset=INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE)
     try:
         return header.index_count, fast_index.chains_clean(slot_table, entries, slots,
-                                                           index_count, lambda: _release(data))
+                                                           index_count, lambda: release_map(data))
     finally:
         del slot_table, entries       # no export of the map may outlive it
 
-
-def _release(data: mmap.mmap) -> None:
-    if hasattr(mmap, "MADV_DONTNEED"):
-        try:
-            data.madvise(mmap.MADV_DONTNEED)
-        except OSError:
-            pass

@@ -27,6 +27,17 @@ _ZERO_CHUNK_BYTES = 1 << 20
 RELEASE_EVERY = 256                 # check_at reads between two release_pages
 
 
+
+def release_map(buffer, advice: str = "MADV_DONTNEED") -> None:
+    """Drop a map's pages from this process (they stay in the page cache), so the RSS of a check
+    does not grow with the store; advice="MADV_WILLNEED" reads a map ahead instead. Anything that
+    is not a live mmap (bytes, a closed map), or a kernel that refuses the advice, is left alone."""
+    if isinstance(buffer, mmap.mmap) and hasattr(mmap, advice):
+        try:
+            buffer.madvise(getattr(mmap, advice))
+        except (OSError, ValueError):
+            pass
+
 @dataclass
 class Segment:
     path: str
@@ -79,11 +90,8 @@ class CommitLogView:
         """Drop the mapped pages of the segments `check_at` read since the last release."""
         for start in self._touched:
             segment = self.find(start)
-            if segment is not None and isinstance(segment.buffer, mmap.mmap):
-                try:
-                    segment.buffer.madvise(mmap.MADV_DONTNEED)
-                except (OSError, ValueError, AttributeError):
-                    pass
+            if segment is not None:
+                release_map(segment.buffer)
         self._touched.clear()
         self._reads = 0
 

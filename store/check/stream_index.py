@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from store.check.log_view import release_map
 from store.codec.index_codec import ENTRY_DTYPE, HASH_SLOT_SIZE, INDEX_HEADER_SIZE, decode_header
 
 CHUNK_ENTRIES = 1 << 16
@@ -39,11 +40,7 @@ class _IndexFile:
                              offset=self.position + first * ENTRY_DTYPE.itemsize)
 
     def release(self) -> None:
-        if hasattr(mmap, "MADV_DONTNEED"):
-            try:
-                self.buffer.madvise(mmap.MADV_DONTNEED)
-            except OSError:
-                pass
+        release_map(self.buffer)
 
 
 class EntryMatcher:
