@@ -39,8 +39,10 @@ which use it, stay at the bottom of the import graph.
 | prefault        | madvise(MADV_POPULATE_WRITE) over whole pages of a writable mmap, GIL released (`prefault.py`, twin there) |
 | span_groups     | distinct byte spans (+ an int64 tag) numbered in np.unique's order: queues of scan rows, TAGS values (`scan_groups.py`, twin there; GIL released) |
 
-The loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL in C, so the
-dispatch thread's native work runs beside the put thread (c/kernel.h says why that is safe).
+The loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL in C when
+they have 16,384 records or more, so that big work (a check, a dispatch far behind) runs beside other threads;
+below that, taking the GIL back (up to the 5 ms switch interval while a producer runs Python) costs more than
+the work (c/kernel.h says why releasing is safe, and KERNEL_RELEASE_IF when it is done).
 """
 
 from __future__ import annotations

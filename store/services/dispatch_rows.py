@@ -146,17 +146,21 @@ def _unit_groups(buf, rows, batch_router, topic_is_legal, with_values: bool = Fa
         return _value_runs(buf, queued, runs[:found], units, queue_offsets, batch_router,
                            topic_is_legal)
     units = memoryview(units)
-    table = queued[:, [_C["topic_pos"], _C["topic_len"], _C["queue_id"], _PHY, _SIZE]].tolist()
+    runs = runs[:found]
+    # Only the runs' first and last rows are read (a list of every row cost 40% of a pass).
+    firsts = queued[runs[:, 0]][:, [_C["topic_pos"], _C["topic_len"], _C["queue_id"], _PHY, _SIZE]]
+    lasts = queued[runs[:, 1]]
+    last_ends = (lasts[:, _PHY] + lasts[:, _SIZE]).tolist()
     groups, arrivals = [], {}
-    for first, last, start, length, consecutive in runs[:found].tolist():
-        topic_pos, topic_len, queue_id, phy, size = table[first]
+    for (topic_pos, topic_len, queue_id, phy, size), (_, _, start, length, consecutive), last_end \
+            in zip(firsts.tolist(), runs.tolist(), last_ends):
         topic = _topic_name(buf, topic_pos, topic_len)
         if not topic_is_legal(topic) or \
                 (batch_router is not None and batch_router.is_batch_topic(topic)):
             return None
         end = start + length
         groups.append((topic, queue_id, units[20 * start:20 * end], queue_offsets[start:end],
-                       bool(consecutive), phy + size, table[last][3] + table[last][4]))
+                       bool(consecutive), phy + size, last_end))
         arrivals[(topic, queue_id)] = int(queue_offsets[end - 1]) + 1
     return _put_runs, groups, arrivals, queued[-1]
 

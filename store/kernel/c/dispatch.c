@@ -29,7 +29,7 @@ PyObject *rmq_tags_codes(PyObject *self, PyObject *args)
     const int64_t *row = rows.buf;
     int64_t *codes = out.buf;
     Py_ssize_t n = rows.len / (SCAN_FIELDS * 8), asked = 0, bad = 0;
-    Py_BEGIN_ALLOW_THREADS
+    KERNEL_RELEASE_IF(n)
     for (Py_ssize_t i = 0; i < n; i++, row += SCAN_FIELDS) {
         int64_t pos = row[F_TAGS_POS], len = row[F_TAGS_LEN];
         if (pos < 0) {
@@ -52,7 +52,7 @@ PyObject *rmq_tags_codes(PyObject *self, PyObject *args)
             codes[i] = (int32_t)h;
         }
     }
-    Py_END_ALLOW_THREADS
+    KERNEL_ACQUIRE
     if (bad)
         PyErr_SetString(PyExc_ValueError, "a row points outside the buffer");
     else
@@ -103,7 +103,7 @@ PyObject *rmq_index_put(PyObject *self, PyObject *args)
     const int64_t *key_hash = hashes.buf, *phy = phys.buf, *ts = times.buf;
     Py_ssize_t n = hashes.len / 8, room = max_index_num - index_count;
     Py_ssize_t count = n < room ? n : room, new_chains = 0, bad = 0;
-    Py_BEGIN_ALLOW_THREADS
+    KERNEL_RELEASE_IF(count)
     for (Py_ssize_t i = 0; i < count; i++) {
         if (key_hash[i] < 0 || key_hash[i] > INT32_MAX) {
             bad = 1;
@@ -141,7 +141,7 @@ PyObject *rmq_index_put(PyObject *self, PyObject *args)
         __atomic_thread_fence(__ATOMIC_RELEASE);
         put32(slot, (int32_t)entry);
     }
-    Py_END_ALLOW_THREADS
+    KERNEL_ACQUIRE
     if (bad)
         PyErr_SetString(PyExc_ValueError, "a key hash is outside 0..2^31-1");
     else
@@ -198,7 +198,7 @@ PyObject *rmq_unit_runs(PyObject *self, PyObject *args)
     unsigned char *out = units.buf;
     Py_ssize_t groups = 0;
     int answer = 0;                              /* 0, -1 (not ASCII) or -3 (out of range) */
-    Py_BEGIN_ALLOW_THREADS
+    KERNEL_RELEASE_IF(n)
     for (Py_ssize_t k = 0; k < table_size; k++)
         table[k] = -1;
     for (Py_ssize_t i = 0; i < n && answer == 0; i++) {
@@ -266,7 +266,7 @@ PyObject *rmq_unit_runs(PyObject *self, PyObject *args)
             queue_offsets[at] = r[F_QUEUE_OFFSET];
         }
     }
-    Py_END_ALLOW_THREADS
+    KERNEL_ACQUIRE
     if (answer == -3)
         PyErr_SetString(PyExc_ValueError, "a row points outside the buffer");
     else

@@ -108,9 +108,9 @@ PyObject *rmq_index_hashes(PyObject *self, PyObject *args)
     Py_ssize_t n = rows.len / (SCAN_FIELDS * 8), capacity = out_h.len / 8, count = 0;
     int64_t *hashes = out_h.buf, *numbers = out_r.buf;
     /* The answer without touching Python: the count, or -1 (not ASCII), -2 (full), -3 (a row out of
-     * range); the GIL is released around the loop (see kernel.h). */
+     * range); the GIL is released around a big loop (see kernel.h). */
     Py_ssize_t answer = 0;
-    Py_BEGIN_ALLOW_THREADS
+    KERNEL_RELEASE_IF(n)
     for (Py_ssize_t i = 0; i < n && answer == 0; i++, row += SCAN_FIELDS) {
         if ((row[F_SYS_FLAG] & 0x0C) == 0x0C)
             continue;
@@ -157,7 +157,7 @@ PyObject *rmq_index_hashes(PyObject *self, PyObject *args)
             }
         }
     }
-    Py_END_ALLOW_THREADS
+    KERNEL_ACQUIRE
     if (answer == -3)
         PyErr_SetString(PyExc_ValueError, "a row points outside the buffer");
     else

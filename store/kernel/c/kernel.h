@@ -32,9 +32,9 @@
  * Every function has a pure-Python twin in store/kernel/__init__.py that gives the same answers and
  * refuses the same inputs with the same exception and message (tests/test_kernel.py and
  * tests/test_kernel_bounds.py run both). Nothing here keeps a pointer past the call that got it. The
- * loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL: they touch no
- * Python object, only buffers held through Py_buffer (a held export keeps an mmap from being closed
- * or resized under them), so the dispatch thread's native work runs beside the put thread.
+ * loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) may release the GIL: they touch
+ * no Python object, only buffers held through Py_buffer (a held export keeps an mmap from being closed
+ * or resized under them). They release it only for work worth a switch (KERNEL_RELEASE_IF, below).
  *
  * Bounds: every check compares a length with the bytes left (`n > len - pos`), after checking that
  * positions and lengths are not negative, never `pos + n > len`, which a caller's position near 2^63
@@ -48,6 +48,18 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+
+/* Release the GIL around a loop of `work` records (or entries) only when there are at least
+ * RELEASE_MIN_WORK of them. Taking the GIL back waits up to the switch interval while another thread
+ * runs Python, as a producer putting in a loop does: 5 ms by default, 0.5 ms while the reput service
+ * is busy (store/services/gil_handoff.py). Below ~1,000 records (0.1-0.5 ms of work) that wait costs
+ * the dispatch more than running beside the producer gains; above it, the loop runs beside it. Single
+ * puts, end to end: 16384 -> 222-226 k msg/s, 1024 -> 246-249 k, 256 -> 220-248 k (docs/performance.md,
+ * ninth session). Pair with KERNEL_ACQUIRE in the same block. */
+#define RELEASE_MIN_WORK 1024
+#define KERNEL_RELEASE_IF(work) { PyThreadState *_kernel_save = \
+        (work) >= RELEASE_MIN_WORK ? PyEval_SaveThread() : NULL;
+#define KERNEL_ACQUIRE if (_kernel_save != NULL) PyEval_RestoreThread(_kernel_save); }
 #include <string.h>
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)

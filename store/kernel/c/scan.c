@@ -111,7 +111,8 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
         stop_size = -1;
         goto finished;
     }
-    Py_BEGIN_ALLOW_THREADS                        /* no Python object below: see kernel.h */
+    /* Records are at least 64 bytes: (end - start) / 64 bounds the rows this call can find. */
+    KERNEL_RELEASE_IF(capacity < (end - start) / 64 ? capacity : (end - start) / 64)
     while (1) {
         Py_ssize_t room = end - pos;              /* pos >= 0 and end >= 0: no overflow */
         if (room < 8) {
@@ -200,7 +201,7 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
         stop = STOP_END;
         stop_size = 0;
     }
-    Py_END_ALLOW_THREADS
+    KERNEL_ACQUIRE
 finished:
     result = Py_BuildValue("nnin", count, pos, stop, stop_size);
 done:
