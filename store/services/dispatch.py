@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from contextlib import nullcontext
 from typing import Callable, Protocol, Sequence
 
 from store import kernel
@@ -28,8 +27,7 @@ from store.codec import record_check
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.message import DispatchRequest
 from store.commitlog.commit_log import QUEUED_TRANSACTION_KINDS, CommitLog, is_queued_transaction_type
-from store.services import gil_handoff
-from store.services.gil_handoff import handoff
+from store.services.gil_handoff import BusyHold, handoff
 from store.services.dispatch_rows import _LEGAL_TOPICS, _legal_topic, _topic_is_legal, dispatch_rows
 from store.services.redispatch import uncovered_rows
 
@@ -115,8 +113,7 @@ class ReputService:
         # messageDelayLevel: a SCHEDULE_TOPIC_XXXX record's tagsCode is its delivery time
         # (checkMessageAndReturnSize asks the schedule service, which has the configured levels).
         self.delay_levels_ms = tuple(delay_levels_ms)
-        # Lower the switch interval while busy (store.services.gil_handoff); not under SYNC_FLUSH.
-        self.handoff_gil = handoff_gil
+        self.handoff_gil = handoff_gil  # lower the switch interval while busy (gil_handoff)
         self.dispatched_records = 0
         self.skipped_invalid = 0
         self.skipped_covered = 0        # re-dispatched records every index already had
@@ -345,10 +342,9 @@ class ReputService:
         return the number of records dispatched."""
         total = 0
         batches = 0
-        if self.reput_offset >= self.commit_log.max_offset() and \
-                self.reput_offset >= self.commit_log.min_offset():
+        if self.reput_offset >= max(self.commit_log.max_offset(), self.commit_log.min_offset()):
             return 0                     # nothing to do: no lock, no hand-off
-        with self._lock, handoff() if self.handoff_gil else nullcontext():   # (gil_handoff)
+        with self._lock, handoff(self.handoff_gil):     # prompt GIL hand-offs (gil_handoff)
             while True:
                 end = self.commit_log.max_offset() if until is None else \
                     min(until, self.commit_log.max_offset())
@@ -425,7 +421,9 @@ class ReputService:
         self._thread.start()
 
     def _run(self) -> None:
-        busy = False        # a gil_handoff hold, from a pass that found work to one that finds none
+        # While records keep coming, hand the GIL over promptly between passes too, or the wake-up
+        # after the linger waits out a producer's 5 ms switch interval (store.services.gil_handoff).
+        hold = BusyHold(self.handoff_gil)
         try:
             while not self._stop.is_set():
                 try:
@@ -434,21 +432,13 @@ class ReputService:
                     log.exception("dispatch failed at reput offset %d", self.reput_offset)
                     self.last_error = error
                     dispatched = 0
-                if dispatched and not busy and self.handoff_gil:
-                    # Records keep coming: hand the GIL over promptly between passes too, or the
-                    # wake-up after the linger waits out a producer's 5 ms switch interval.
-                    gil_handoff.begin()
-                    busy = True
-                elif not dispatched and busy:
-                    gil_handoff.end()
-                    busy = False
+                hold.note(dispatched > 0)
                 if dispatched < DISPATCH_BATCH_MAX_RECORDS:
                     # Caught up: linger for the interval (RocketMQ's reput sleeps 1 ms too) so that
                     # the next pass takes a batch, not one record; a batch costs little more.
                     self._stop.wait(self.interval_ms / 1000.0)
         finally:
-            if busy:
-                gil_handoff.end()
+            hold.release()
 
     def shutdown(self, drain: bool = True) -> None:
         if self._thread is not None:

@@ -56,10 +56,34 @@ def end() -> None:
 
 
 @contextmanager
-def handoff(interval_s: float = HANDOFF_INTERVAL_S):
-    """Run the body with the switch interval at most `interval_s` (see the module docstring)."""
+def handoff(enabled: bool = True, interval_s: float = HANDOFF_INTERVAL_S):
+    """Run the body with the switch interval at most `interval_s` (nothing when not `enabled`)."""
+    if not enabled:
+        yield
+        return
     begin(interval_s)
     try:
         yield
     finally:
         end()
+
+
+class BusyHold:
+    """A service's hold from a pass that did work to the next that did none: `note(worked)` after
+    each pass, `release()` when the service stops. Does nothing when not `enabled`."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.held = False
+
+    def note(self, worked: bool) -> None:
+        if worked and not self.held and self.enabled:
+            begin()
+            self.held = True
+        elif not worked and self.held:
+            self.release()
+
+    def release(self) -> None:
+        if self.held:
+            end()
+            self.held = False
