@@ -27,7 +27,6 @@ _ZERO_CHUNK_BYTES = 1 << 20
 RELEASE_EVERY = 256                 # check_at reads between two release_pages
 
 
-
 def release_map(buffer, advice: str = "MADV_DONTNEED") -> None:
     """Drop a map's pages from this process (they stay in the page cache), so the RSS of a check
     does not grow with the store; advice="MADV_WILLNEED" reads a map ahead instead. Anything that
@@ -37,6 +36,7 @@ def release_map(buffer, advice: str = "MADV_DONTNEED") -> None:
             buffer.madvise(getattr(mmap, advice))
         except (OSError, ValueError):
             pass
+
 
 @dataclass
 class Segment:
