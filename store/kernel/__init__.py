@@ -40,8 +40,8 @@ which use it, stay at the bottom of the import graph.
 | span_groups     | distinct byte spans (+ an int64 tag) numbered in np.unique's order: queues of scan rows, TAGS values (`scan_groups.py`, twin there; GIL released) |
 
 The loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL in C when
-they have 16,384 records or more, so that big work (a check, a dispatch far behind) runs beside other threads;
-below that, taking the GIL back (up to the 5 ms switch interval while a producer runs Python) costs more than
+they have 1,024 records or more (RELEASE_MIN_WORK), so that big work (a check, a dispatch pass) runs beside other
+threads; below that, taking the GIL back (up to the switch interval while a producer runs Python) costs more than
 the work (c/kernel.h says why releasing is safe, and KERNEL_RELEASE_IF when it is done).
 """
 
