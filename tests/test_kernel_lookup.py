@@ -6,6 +6,10 @@
 * `cq_search_nearest` against `cq_search_nearest_py` and the Python `search_nearest_units` (with its
   memo) on a store of several 64 KiB commit-log segments with IPv4 and IPv6 born hosts, and on random
   fake segments (records cut by the read position, destroyed or unmapped segments);
+* `cq_nearest_queue` against `cq_nearest_queue_py` and the store's Python path
+  (`nearest_offset_by_time`) on the queues of a store whose queues are one file each, with their min
+  offsets moved, and on random fake queues; a queue of several files and a reader without segments
+  are asked of the Python path;
 * `read_message` against `read_message_py` (store.codec.message.decode_message) at every position of
   a store's commit log and on damaged records (flipped bytes, cut limits, IPv6 hosts, non-ASCII
   topics and properties);
@@ -25,6 +29,7 @@ from store import Message, MessageStore
 from store.codec.index_codec import build_key
 from store.codec.message import MessageRecord, decode_message, encode_message
 from store.codec.properties import decode_properties, encode_properties
+from store.consumequeue.file.time_search import nearest_offset_by_time
 from store.consumequeue.time_search import search_nearest_units
 from store.index.index_query import query_key_hash
 from store.kernel import _native
@@ -154,6 +159,66 @@ def test_cq_search_nearest_matches_its_twin_on_random_segments():
     driver = _Driver(2)
     compared = sum(lookup_targets.cq_search_nearest(driver) for _ in range(3000))
     assert compared > 300
+
+
+@needs_kernel
+def test_cq_nearest_queue_matches_its_twin_and_the_python_path(tmp_path):
+    clock = FakeClock(1_700_000_000_000)
+    config = small_config(tmp_path, mapped_file_size_consume_queue=20 * 1000)
+    with MessageStore.open(config, clock_ms=clock) as opened:
+        for n in range(600):
+            clock.advance(_step_ms(n))
+            assert opened.put_message(Message("T", b"y" * (n % 61), queue_id=n % 2,
+                                              born_host="[::1]:5" if n % 5 == 0 else None)).ok
+        while opened.dispatch_behind_bytes() > 0:
+            opened.dispatch_pending()
+        assert len(opened.commit_log.mapped_files.files) > 1
+        reader = opened._store_time_reader()
+        first = opened.get_earliest_message_time()
+        last = clock() + 10
+        rng = random.Random(4)
+        stamps = [0, first - 1, first, last] + [rng.randint(first, last) for _ in range(80)]
+        checked = 0
+        for queue_id in range(2):
+            queue = opened.consume_queues._queues[("T", queue_id)]
+            assert len(queue.mapped_files.files) == 1
+            saved = queue.min_logic_offset, queue.commit_log_min_offset
+            try:
+                for min_logic, min_phy in ((0, 0), (20 * 7, 0), (0, 30_000), (20 * 299, 70_000),
+                                           (20 * 400, 0)):
+                    queue.min_logic_offset, queue.commit_log_min_offset = min_logic, min_phy
+                    for timestamp_ms in stamps:
+                        got = _native.cq_nearest_queue(queue, timestamp_ms, reader)
+                        assert got == lookup.cq_nearest_queue_py(queue, timestamp_ms, reader) == \
+                            nearest_offset_by_time(queue, timestamp_ms, reader), \
+                            (queue_id, min_logic, min_phy, timestamp_ms)
+                        checked += 1
+            finally:
+                queue.min_logic_offset, queue.commit_log_min_offset = saved
+            # what the store answers goes the same way
+            assert opened.get_offset_in_queue_by_time("T", queue_id, first + 5_000) == \
+                nearest_offset_by_time(queue, first + 5_000, reader)
+        assert checked == 2 * 5 * len(stamps)
+
+
+@needs_kernel
+def test_cq_nearest_queue_asks_for_several_files_and_readers_without_segments(store):
+    reader = store._store_time_reader()
+    queue = store.consume_queues._queues[("T", 0)]
+    assert len(queue.mapped_files.files) > 1              # 100-unit files: the mtime decides
+    assert _native.cq_nearest_queue(queue, 1_700_000_000_000, reader) is NotImplemented
+    assert lookup.cq_nearest_queue_py(queue, 1_700_000_000_000, reader) is NotImplemented
+    plain = store._make_store_time_reader()
+    del plain.segments
+    assert _native.cq_nearest_queue(queue, 1_700_000_000_000, plain) is NotImplemented
+    assert _native.cq_nearest_queue(queue, 2**64, reader) is NotImplemented
+
+
+@needs_kernel
+def test_cq_nearest_queue_matches_its_twin_on_random_queues():
+    driver = _Driver(5)
+    compared = sum(lookup_targets.cq_nearest_queue(driver) for _ in range(3000))
+    assert compared > 600
 
 
 @needs_kernel

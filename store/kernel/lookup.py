@@ -4,6 +4,7 @@
 |-------------------|-------------------------------------------------------------------------------|
 | index_select      | IndexFile.selectPhyOffset over one mapped index file (spec §5.8)              |
 | cq_search_nearest | 4.9.7 getOffsetInQueueByTime inside one consume-queue file (spec §10.3)       |
+| cq_nearest_queue  | the same for a file consume queue of one file, from the queue object          |
 | read_message      | the record at a position of a commit-log segment, read and decoded            |
 
 Each name is the compiled function when the kernel is built (and `RMQ_KERNEL=python` is not set),
@@ -34,6 +35,7 @@ _MAGIC_V1, _MAGIC_V2 = -626843481, -626843477
 _native_index_select = getattr(_native, "index_select", None)
 _native_read_message = getattr(_native, "read_message", None)
 _native_cq_search_nearest = getattr(_native, "cq_search_nearest", None)
+_native_cq_nearest_queue = getattr(_native, "cq_nearest_queue", None)
 
 
 def index_select_py(buf, key_hash: int, max_hash_slot_num: int, max_index_num: int,
@@ -108,6 +110,36 @@ def cq_search_nearest_py(units, low: int, high: int, timestamp_ms: int, min_phy_
     return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
 
 
+def cq_nearest_queue_py(queue, timestamp_ms: int, reader):
+    """store.consumequeue.file.time_search.nearest_offset_by_time for a file consume queue of at
+    most one file (`queue.mapped_files.files`, `queue.min_logic_offset`,
+    `queue.commit_log_min_offset`), the units searched by `cq_search_nearest_py` over
+    `reader.segments`. NotImplemented for a queue of more files (4.9.7 picks the file by its mtime)
+    or a reader without segments: the caller runs that Python path, which answers for every queue.
+    """
+    segments = getattr(reader, "segments", None)
+    files = queue.mapped_files.files
+    if segments is None or len(files) > 1:
+        return NotImplemented
+    if not files:
+        return 0
+    mapped = files[0]
+    read_position = mapped.read_position
+    if read_position == 0:
+        return 0
+    from_offset = mapped.file_from_offset
+    low_bytes = queue.min_logic_offset - from_offset
+    index = cq_search_nearest_py(mapped.buffer, low_bytes // _UNIT_BYTES if low_bytes > 0 else 0,
+                                 read_position // _UNIT_BYTES - 1, timestamp_ms,
+                                 queue.commit_log_min_offset, *segments, reader)
+    if index is None:
+        return 0
+    if index < 0:       # (from_offset - 1) / 20 in Java: toward zero
+        numerator = from_offset - 1
+        return numerator // _UNIT_BYTES if numerator >= 0 else -(-numerator // _UNIT_BYTES)
+    return (from_offset + index * _UNIT_BYTES) // _UNIT_BYTES
+
+
 def read_message_py(buffer, position: int, limit: int, record_type, decode_properties,
                     decode_message):
     """The record at `position` of a commit-log segment readable up to `limit`: None when no record
@@ -164,6 +196,7 @@ else:
 index_select_fast = _native_index_select or index_select_py
 read_message_fast = _native_read_message or read_message_py
 cq_search_nearest_fast = _native_cq_search_nearest or cq_search_nearest_py
+cq_nearest_queue_fast = _native_cq_nearest_queue or cq_nearest_queue_py
 
 COMPILED = (_native_index_select is not None and _native_cq_search_nearest is not None
-            and _native_read_message is not None)
+            and _native_read_message is not None and _native_cq_nearest_queue is not None)

@@ -4,6 +4,7 @@
 |-------------------|---------------------------------------------------------------------------|------------------------|
 | index_select      | a small index file with random slots and entries (cycles, prev out of range, negative times), sometimes cut short; ints at their edges | `index_select_py` |
 | cq_search_nearest | random CQ units over a few fake commit-log segments (records cut by the read position, IPv6 born hosts, a destroyed or unmapped segment, a short buffer) and a reader that answers like store.lookups' | `cq_search_nearest_py` |
+| cq_nearest_queue  | a fake file consume queue of 0-2 files over the same fake segments (unit files cut short or unmapped, read positions at and past the end, min offsets at edges), a reader with or without `segments` | `cq_nearest_queue_py` |
 | read_message      | a corpus record with bytes set to edge values, at edge positions and limits | `read_message_py` (decode_message) |
 
 When the C answers NotImplemented ("ask the twin") nothing is compared: the dispatcher runs the twin.
@@ -16,7 +17,8 @@ import struct
 from store.codec.message import MessageRecord as _MessageRecord
 from store.codec.message import decode_message as _decode_message
 from store.codec.properties import decode_properties as _decode_properties
-from store.kernel.lookup import cq_search_nearest_py, index_select_py, read_message_py
+from store.kernel.lookup import (cq_nearest_queue_py, cq_search_nearest_py, index_select_py,
+                                 read_message_py)
 from store.lookups import segment_store_time_reader
 
 _EDGES = [0, 1, -1, 2, 3, 7, 2**31 - 1, -2**31, 2**62, -2**62, 2**62 + 1, 2**63 - 1, -2**63, 2**64]
@@ -128,6 +130,73 @@ def cq_search_nearest(fuzzer) -> bool:
     want = _outcome(cq_search_nearest_py, *args, reader)
     if got != want:
         raise fuzzer.disagreement(f"cq_search_nearest: C {got} twin {want}")
+    return True
+
+
+class _Listing:
+    def __init__(self, files):
+        self.files = files
+
+
+class _Queue:
+    """What cq_nearest_queue reads of a FileConsumeQueue."""
+
+    def __init__(self, files, min_logic_offset, commit_log_min_offset):
+        self.mapped_files = _Listing(files)
+        self.min_logic_offset = min_logic_offset
+        self.commit_log_min_offset = commit_log_min_offset
+
+
+def cq_nearest_queue(fuzzer) -> bool:
+    """One cq_nearest_queue input; True when it was compared with the twin."""
+    rng = fuzzer.rng
+    segment_bytes = rng.choice([128, 256])
+    first_from = rng.choice([0, segment_bytes])
+    segments = []
+    for k in range(rng.choice([1, 2, 3])):
+        buffer = bytearray(rng.randbytes(segment_bytes))
+        for position in range(0, segment_bytes - 80, rng.choice([40, 80])):
+            struct.pack_into(">i", buffer, position + 36, rng.choice([0, 0x10, -1]))
+        segments.append(_Segment(bytes(buffer), first_from + k * segment_bytes,
+                                 rng.choice([segment_bytes, rng.randrange(segment_bytes + 1)]),
+                                 rng.random() < 0.05))
+    slow_answers = {}
+
+    def slow(phy_offset, size):         # one answer per record, whoever asks first
+        if phy_offset not in slow_answers:
+            slow_answers[phy_offset] = rng.choice([-1, None, 7, rng.randrange(2**40)])
+        return slow_answers[phy_offset]
+
+    reader = segment_store_time_reader(segments, first_from, segment_bytes, len(segments), slow)
+    reader.segments = (segments, first_from, segment_bytes, len(segments))   # as store.lookups
+    if rng.random() < 0.1:
+        reader = (lambda phy_offset, size: 5)             # no `segments`: the caller's Python path
+    pick = (lambda usual: usual if rng.random() < 0.9 else rng.choice(_EDGES))
+    files = []
+    for k in range(rng.choice([0, 1, 1, 1, 2])):
+        n = rng.choice([0, 1, 3, 17, 40])
+        units = b"".join(struct.pack(">qiq", rng.choice([first_from + rng.randrange(segment_bytes * len(segments)),
+                                                         rng.randrange(-2**63, 2**63)]),
+                                     rng.randrange(0, 300), 0) for _ in range(n))
+        if rng.random() < 0.1:
+            units = units[:rng.randrange(len(units) + 1)]
+        read_position = pick(rng.choice([20 * n, 20 * rng.randrange(n + 1), 20 * n + 20, 0]))
+        files.append(_Segment(units if rng.random() > 0.05 else None,
+                              pick(rng.choice([0, 20 * 40, 6_000_000])), read_position, False))
+    base = files[0].file_from_offset if files and isinstance(files[0].file_from_offset, int) else 0
+    queue = _Queue(files, pick(base + 20 * rng.choice([0, 0, 1, 5, 60])),
+                   pick(rng.choice([0, 0, first_from + rng.randrange(segment_bytes)])))
+    timestamp_ms = pick(rng.choice([rng.randrange(-5, 2**40), rng.randrange(-2**63, 2**63)]))
+    fuzzer.last_input = {"target": "cq_nearest_queue",
+                         "args": repr((len(files), [(f.file_from_offset, f.read_position)
+                                                    for f in files], queue.min_logic_offset,
+                                       queue.commit_log_min_offset, timestamp_ms))[:4000]}
+    got = _outcome(fuzzer.native.cq_nearest_queue, queue, timestamp_ms, reader)
+    if got == ("ok", NotImplemented):
+        return False
+    want = _outcome(cq_nearest_queue_py, queue, timestamp_ms, reader)
+    if got != want:
+        raise fuzzer.disagreement(f"cq_nearest_queue: C {got} twin {want}")
     return True
 
 

@@ -22,6 +22,7 @@ from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_bou
 from store.consumequeue.file.consume_queue import FileConsumeQueue
 from store.consumequeue.file.time_search import nearest_offset_by_time
 from store.errors import ReadOnlyStoreError
+from store.kernel.lookup import cq_nearest_queue_fast
 from store.kernel.pull_window import pull_window as _pull_window
 from store.mappedfile.mapped_file import fsync_directory
 from store.mappedfile.mapped_file import OS_PAGE_SIZE
@@ -312,7 +313,11 @@ class FileConsumeQueueStore:
             if queue is None:
                 return 0
             with self._lock:
-                return nearest_offset_by_time(queue, timestamp_ms, store_time_of)
+                # a queue of one file in one C call; else the Python path (which answers the same)
+                answer = cq_nearest_queue_fast(queue, timestamp_ms, store_time_of)
+                if answer is NotImplemented:
+                    answer = nearest_offset_by_time(queue, timestamp_ms, store_time_of)
+                return answer
         check_boundary(boundary)
         queue = self._queues.get((topic, queue_id))
         if queue is None:

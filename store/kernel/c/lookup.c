@@ -52,15 +52,22 @@ static int int_arg(PyObject *obj, long long *out, int small)
 /* The segment attribute names, interned once (PyObject_GetAttrString made a new str per lookup,
  * four per segment a search loads). */
 static PyObject *n_destroyed, *n_from, *n_read_position, *n_buffer;
+/* and cq_nearest_queue's */
+static PyObject *n_mapped_files, *n_files, *n_min_logic, *n_cl_min, *n_segments;
 
 static int intern_segment_names(void)
 {
-    if (n_buffer != NULL)
+    if (n_segments != NULL)
         return 0;
     if ((n_destroyed = PyUnicode_InternFromString("destroyed")) == NULL
             || (n_from = PyUnicode_InternFromString("file_from_offset")) == NULL
             || (n_read_position = PyUnicode_InternFromString("read_position")) == NULL
-            || (n_buffer = PyUnicode_InternFromString("buffer")) == NULL)
+            || (n_buffer = PyUnicode_InternFromString("buffer")) == NULL
+            || (n_mapped_files = PyUnicode_InternFromString("mapped_files")) == NULL
+            || (n_files = PyUnicode_InternFromString("files")) == NULL
+            || (n_min_logic = PyUnicode_InternFromString("min_logic_offset")) == NULL
+            || (n_cl_min = PyUnicode_InternFromString("commit_log_min_offset")) == NULL
+            || (n_segments = PyUnicode_InternFromString("segments")) == NULL)
         return -1;
     return 0;
 }
@@ -186,6 +193,72 @@ static int store_time(PyObject *files, int64_t count, int64_t first_from, int64_
     return 1;
 }
 
+/* The nearest search over units u[0 .. len) between relative indexes low and high: 0 with *answer
+ * the index (-1: none qualified), 1 when a store time could not be read (the twin's None), 2 to ask
+ * the twin (a probe outside the units), -1 with an exception. */
+static int search_nearest(const unsigned char *u, Py_ssize_t len, int64_t low, int64_t high,
+                          int64_t timestamp_ms, int64_t min_phy, PyObject *files, int64_t count,
+                          int64_t first_from, int64_t segment_bytes, PyObject *reader,
+                          int64_t *answer)
+{
+    segment_cache s;
+    cache_init(&s);
+    int64_t target = -1, left = -1, right = -1, left_time = -1, right_time = -1;
+    int status = 0;
+    while (high >= low) {
+        int64_t mid = (low >> 1) + (high >> 1) + (low & high & 1);   /* (low + high) // 2, no overflow */
+        if (mid < 0 || len < 12 || mid > (len - 12) / CQ_UNIT_BYTES) {
+            status = 2;
+            goto done;
+        }
+        int64_t phy_offset = get64(u + mid * CQ_UNIT_BYTES);
+        int32_t size = get32(u + mid * CQ_UNIT_BYTES + 8);
+        if (phy_offset < min_phy) {
+            low = mid + 1;
+            left = mid;
+            continue;
+        }
+        int64_t t;
+        int got = store_time(files, count, first_from, segment_bytes, reader, &s, phy_offset, size, &t);
+        if (got < 0) {
+            status = -1;
+            goto done;
+        }
+        if (got == 0 || t < 0) {
+            status = 1;
+            goto done;
+        }
+        if (t == timestamp_ms) {
+            target = mid;
+            break;
+        }
+        if (t > timestamp_ms) {
+            high = mid - 1;
+            right = mid;
+            right_time = t;
+        } else {
+            low = mid + 1;
+            left = mid;
+            left_time = t;
+        }
+    }
+    if (target != -1)
+        *answer = target;
+    else if (left_time == -1)
+        *answer = right;
+    else if (right_time == -1)
+        *answer = left;
+    else {
+        __int128 dl = (__int128)timestamp_ms - left_time, dr = (__int128)timestamp_ms - right_time;
+        dl = dl < 0 ? -dl : dl;
+        dr = dr < 0 ? -dr : dr;
+        *answer = dl > dr ? right : left;
+    }
+done:
+    cache_release(&s);
+    return status;
+}
+
 const char rmq_cq_search_nearest_doc[] = (
 "cq_search_nearest(units, low, high, timestamp_ms, min_phy_offset, files, first_from, segment_bytes,\n"
 "                  count, reader) -> int | None | NotImplemented\n\n"
@@ -212,9 +285,8 @@ PyObject *rmq_cq_search_nearest(PyObject *self, PyObject *const *args, Py_ssize_
         if (got > 0)
             Py_RETURN_NOTIMPLEMENTED;
     }
-    long long low = v[0], high = v[1], timestamp_ms = v[2], min_phy = v[3], first_from = v[4];
-    long long segment_bytes = v[5], count = v[6];
-    PyObject *files = args[5], *reader = args[9];
+    long long segment_bytes = v[5], count = v[6], first_from = v[4];
+    PyObject *files = args[5];
     if (!PyList_Check(files) || segment_bytes <= 0 || first_from < 0 || count < 0
             || count > PyList_GET_SIZE(files))
         Py_RETURN_NOTIMPLEMENTED;
@@ -223,69 +295,134 @@ PyObject *rmq_cq_search_nearest(PyObject *self, PyObject *const *args, Py_ssize_
         PyErr_Clear();
         Py_RETURN_NOTIMPLEMENTED;
     }
-    const unsigned char *u = units.buf;
-    segment_cache s;
-    cache_init(&s);
-    int64_t target = -1, left = -1, right = -1, left_time = -1, right_time = -1;
+    int64_t answer;
+    int status = search_nearest(units.buf, units.len, v[0], v[1], v[2], v[3], files, count,
+                                first_from, segment_bytes, args[9], &answer);
+    PyBuffer_Release(&units);
+    if (status < 0)
+        return NULL;
+    if (status == 2)
+        Py_RETURN_NOTIMPLEMENTED;
+    if (status == 1)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(answer);
+}
+
+/* An attribute as an int64 within +-2^62: 0, 1 to ask the twin (missing is an error), -1 on error. */
+static int attr_small(PyObject *obj, PyObject *name, long long *out)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    int got = int_arg(value, out, 1);
+    Py_DECREF(value);
+    return got;
+}
+
+const char rmq_cq_nearest_queue_doc[] = (
+"cq_nearest_queue(queue, timestamp_ms, reader) -> int | NotImplemented\n\n"
+"store.consumequeue.file.time_search.nearest_offset_by_time(queue, timestamp_ms, reader) for a file\n"
+"consume queue (its mapped_files, min_logic_offset, commit_log_min_offset) of at most one file, the\n"
+"units searched as cq_search_nearest does over `reader.segments`. NotImplemented: a queue of more\n"
+"files (the file is chosen by its mtime), a reader without segments, an attribute that is not an\n"
+"int64 within +-2**62, or anything cq_search_nearest asks about: the caller runs the Python path.");
+
+PyObject *rmq_cq_nearest_queue(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "cq_nearest_queue takes 3 arguments");
+        return NULL;
+    }
+    if (intern_segment_names() < 0)
+        return NULL;
+    PyObject *queue = args[0], *reader = args[2];
+    long long timestamp_ms;
+    int got = int_arg(args[1], &timestamp_ms, 0);
+    if (got != 0)
+        return got < 0 ? NULL : Py_NewRef(Py_NotImplemented);
+    /* reader.segments: (files, first_from, segment_bytes, count), as cq_search_nearest takes them */
+    PyObject *segments = NULL, *listing = NULL, *files = NULL, *mapped = NULL, *units = NULL;
     PyObject *result = NULL;
-    int none = 0;
-    while (high >= low) {
-        int64_t mid = (low >> 1) + (high >> 1) + (low & high & 1);   /* (low + high) // 2, no overflow */
-        if (mid < 0 || mid > (units.len - 12) / CQ_UNIT_BYTES || units.len < 12) {
-            cache_release(&s);
-            PyBuffer_Release(&units);
-            Py_RETURN_NOTIMPLEMENTED;
-        }
-        int64_t phy_offset = get64(u + mid * CQ_UNIT_BYTES);
-        int32_t size = get32(u + mid * CQ_UNIT_BYTES + 8);
-        if (phy_offset < min_phy) {
-            low = mid + 1;
-            left = mid;
-            continue;
-        }
-        int64_t t;
-        int got = store_time(files, count, first_from, segment_bytes, reader, &s, phy_offset, size, &t);
+    if ((segments = PyObject_GetAttr(reader, n_segments)) == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();             /* a reader of no segments: the Python path */
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (!PyTuple_Check(segments) || PyTuple_GET_SIZE(segments) != 4
+            || !PyList_Check(PyTuple_GET_ITEM(segments, 0)))
+        goto ask;
+    long long seg[3];
+    for (int k = 0; k < 3; k++) {
+        got = int_arg(PyTuple_GET_ITEM(segments, k + 1), &seg[k], 1);
         if (got < 0)
             goto done;
-        if (got == 0 || t < 0) {
-            none = 1;
-            break;
-        }
-        if (t == timestamp_ms) {
-            target = mid;
-            break;
-        }
-        if (t > timestamp_ms) {
-            high = mid - 1;
-            right = mid;
-            right_time = t;
-        } else {
-            low = mid + 1;
-            left = mid;
-            left_time = t;
-        }
+        if (got > 0)
+            goto ask;
     }
-    if (none) {
-        result = Py_NewRef(Py_None);
-    } else {
-        int64_t answer;
-        if (target != -1)
-            answer = target;
-        else if (left_time == -1)
-            answer = right;
-        else if (right_time == -1)
-            answer = left;
-        else {
-            __int128 dl = (__int128)timestamp_ms - left_time, dr = (__int128)timestamp_ms - right_time;
-            dl = dl < 0 ? -dl : dl;
-            dr = dr < 0 ? -dr : dr;
-            answer = dl > dr ? right : left;
-        }
-        result = PyLong_FromLongLong(answer);
+    long long first_from = seg[0], segment_bytes = seg[1], count = seg[2];
+    PyObject *cl_files = PyTuple_GET_ITEM(segments, 0);
+    if (segment_bytes <= 0 || first_from < 0 || count < 0 || count > PyList_GET_SIZE(cl_files))
+        goto ask;
+    if ((listing = PyObject_GetAttr(queue, n_mapped_files)) == NULL
+            || (files = PyObject_GetAttr(listing, n_files)) == NULL)
+        goto done;
+    if (!PyList_Check(files))
+        goto ask;
+    if (PyList_GET_SIZE(files) == 0) {
+        result = PyLong_FromLong(0);
+        goto done;
     }
+    if (PyList_GET_SIZE(files) != 1)
+        goto ask;
+    mapped = Py_NewRef(PyList_GET_ITEM(files, 0));
+    long long read_position, from, min_logic, min_phy;
+    if ((got = attr_small(mapped, n_read_position, &read_position)) != 0
+            || (got = attr_small(mapped, n_from, &from)) != 0
+            || (got = attr_small(queue, n_min_logic, &min_logic)) != 0
+            || (got = attr_small(queue, n_cl_min, &min_phy)) != 0) {
+        if (got < 0)
+            goto done;
+        goto ask;
+    }
+    if (read_position == 0) {
+        result = PyLong_FromLong(0);
+        goto done;
+    }
+    if (read_position < 0 || from < 0)
+        goto ask;
+    long long low_bytes = min_logic - from;
+    if ((units = PyObject_GetAttr(mapped, n_buffer)) == NULL)
+        goto done;
+    Py_buffer view;
+    if (PyObject_GetBuffer(units, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        goto ask;
+    }
+    int64_t index;
+    int status = search_nearest(view.buf, view.len, low_bytes > 0 ? low_bytes / CQ_UNIT_BYTES : 0,
+                                read_position / CQ_UNIT_BYTES - 1, timestamp_ms, min_phy, cl_files,
+                                count, first_from, segment_bytes, reader, &index);
+    PyBuffer_Release(&view);
+    if (status < 0)
+        goto done;
+    if (status == 2)
+        goto ask;
+    if (status == 1)
+        result = PyLong_FromLong(0);
+    else if (index < 0)
+        result = PyLong_FromLongLong((from - 1) / CQ_UNIT_BYTES);     /* Java's division */
+    else
+        result = PyLong_FromLongLong((from + index * CQ_UNIT_BYTES) / CQ_UNIT_BYTES);
+    goto done;
+ask:
+    result = Py_NewRef(Py_NotImplemented);
 done:
-    cache_release(&s);
-    PyBuffer_Release(&units);
+    Py_XDECREF(segments);
+    Py_XDECREF(listing);
+    Py_XDECREF(files);
+    Py_XDECREF(mapped);
+    Py_XDECREF(units);
     return result;
 }
 
