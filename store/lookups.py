@@ -241,6 +241,11 @@ class LookupsMixin:
         if KERNEL_COMPILED:
             # search_nearest_units then runs in C on these segments (with no memo to fill).
             store_time_of.segments = (files, first_from, segment_bytes, count)
+            if not self.read_only:
+                # The C remembers here the offset and map of each segment it found full, which
+                # never change while this segment list is current (store.kernel.c.lookup.c's
+                # segment_load); a read-only store follows a writer that may recover and cut them.
+                store_time_of.full_segments = [None] * count
         if not self.read_only:
             memo = self.__dict__.get("_store_times")
             if memo is None:

@@ -4,7 +4,8 @@
   (64 slots), and on random files (cycles, prev out of range, negative times, cut-short buffers,
   ints at their edges), through the fuzz driver's generator;
 * `cq_search_nearest` against `cq_search_nearest_py` and the Python `search_nearest_units` (with its
-  memo) on a store of several 64 KiB commit-log segments with IPv4 and IPv6 born hosts, and on random
+  memo) on a store of several 64 KiB commit-log segments with IPv4 and IPv6 born hosts (the segments
+  it found full remembered in the reader's `full_segments`, none on a read-only store), and on random
   fake segments (records cut by the read position, destroyed or unmapped segments);
 * `cq_nearest_queue` against `cq_nearest_queue_py` and the store's Python path
   (`nearest_offset_by_time`) on the queues of a store whose queues are one file each, with their min
@@ -152,6 +153,19 @@ def test_cq_search_nearest_matches_its_twin_and_the_python_search_on_a_store(sto
                 assert got == want == python, (queue_id, timestamp_ms, low, min_phy)
                 checked += 1
     assert checked > 300
+    # The C remembered each full segment it read (later searches skip its attributes): all but the
+    # last, which is still being written.
+    files = store.commit_log.mapped_files.files
+    assert reader.full_segments[:-1] == [(f.file_from_offset, f.buffer) for f in files[:-1]]
+    assert reader.full_segments[-1] is None
+
+
+def test_a_read_only_store_time_reader_remembers_no_segments(store):
+    with MessageStore.open(small_config(store.config.store_path_root_dir), read_only=True) as viewer:
+        reader = viewer._store_time_reader()
+        assert not hasattr(reader, "full_segments")      # its writer may recover and cut them
+        assert viewer.get_offset_in_queue_by_time("T", 0, store.get_earliest_message_time() + 9) \
+            == store.get_offset_in_queue_by_time("T", 0, store.get_earliest_message_time() + 9)
 
 
 @needs_kernel

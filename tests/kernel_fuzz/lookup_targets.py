@@ -3,7 +3,7 @@
 | target            | input                                                                     | checked against        |
 |-------------------|---------------------------------------------------------------------------|------------------------|
 | index_select      | a small index file with random slots and entries (cycles, prev out of range, negative times), sometimes cut short; ints at their edges | `index_select_py` |
-| cq_search_nearest | random CQ units over a few fake commit-log segments (records cut by the read position, IPv6 born hosts, a destroyed or unmapped segment, a short buffer) and a reader that answers like store.lookups' | `cq_search_nearest_py` |
+| cq_search_nearest | random CQ units over a few fake commit-log segments (records cut by the read position, IPv6 born hosts, a destroyed or unmapped segment, a short buffer) and a reader that answers like store.lookups', sometimes with its `full_segments` list (or a malformed one); the C is called twice, the second time with what it remembered | `cq_search_nearest_py` |
 | cq_nearest_queue  | a fake file consume queue of 0-2 files over the same fake segments (unit files cut short or unmapped, read positions at and past the end, min offsets at edges), a reader with or without `segments` | `cq_nearest_queue_py` |
 | read_message      | a corpus record with bytes set to edge values, at edge positions and limits | `read_message_py` (decode_message) |
 
@@ -120,6 +120,7 @@ def cq_search_nearest(fuzzer) -> bool:
     # The reader and the C see the same segments (store.lookups builds both from one snapshot).
     first_from, segment_bytes, count = pick(first_from), pick(segment_bytes), pick(count)
     reader = segment_store_time_reader(files, first_from, segment_bytes, count, slow)
+    _full_segments(rng, reader, len(files))
     args = (bytes(units), pick(rng.choice([0, 1])), pick(rng.choice([n - 1, n, n + 3])),
             pick(rng.randrange(-2**63, 2**63) if rng.random() < 0.5 else rng.randrange(0, 2**40)),
             pick(rng.choice([0, first_from, -2**63])), files, first_from, segment_bytes, count)
@@ -128,9 +129,23 @@ def cq_search_nearest(fuzzer) -> bool:
     if got == ("ok", NotImplemented):
         return False
     want = _outcome(cq_search_nearest_py, *args, reader)
-    if got != want:
-        raise fuzzer.disagreement(f"cq_search_nearest: C {got} twin {want}")
+    again = _outcome(fuzzer.native.cq_search_nearest, *args, reader)   # with what it remembered
+    if got != want or again != want:
+        raise fuzzer.disagreement(f"cq_search_nearest: C {got} then {again} twin {want}")
     return True
+
+
+def _full_segments(rng, reader, count: int) -> None:
+    """Sometimes give the reader the list the C remembers full segments in (store.lookups does on a
+    writable store), now and then too short or holding what the C never stores."""
+    roll = rng.random()
+    if roll < 0.5:
+        reader.full_segments = [None] * count
+    elif roll < 0.6:
+        reader.full_segments = [rng.choice([None, (0, b""), (2**63, None), ("x", 1), (5,)])
+                                for _ in range(rng.choice([0, count, count + 1]))]
+    elif roll < 0.65:
+        reader.full_segments = "not a list"
 
 
 class _Listing:
@@ -169,6 +184,7 @@ def cq_nearest_queue(fuzzer) -> bool:
 
     reader = segment_store_time_reader(segments, first_from, segment_bytes, len(segments), slow)
     reader.segments = (segments, first_from, segment_bytes, len(segments))   # as store.lookups
+    _full_segments(rng, reader, len(segments))
     if rng.random() < 0.1:
         reader = (lambda phy_offset, size: 5)             # no `segments`: the caller's Python path
     pick = (lambda usual: usual if rng.random() < 0.9 else rng.choice(_EDGES))
@@ -195,8 +211,9 @@ def cq_nearest_queue(fuzzer) -> bool:
     if got == ("ok", NotImplemented):
         return False
     want = _outcome(cq_nearest_queue_py, queue, timestamp_ms, reader)
-    if got != want:
-        raise fuzzer.disagreement(f"cq_nearest_queue: C {got} twin {want}")
+    again = _outcome(fuzzer.native.cq_nearest_queue, queue, timestamp_ms, reader)
+    if got != want or again != want:
+        raise fuzzer.disagreement(f"cq_nearest_queue: C {got} then {again} twin {want}")
     return True
 
 

@@ -9,6 +9,14 @@
 #include "kernel.h"
 
 #define CQ_UNIT_BYTES 20
+
+/* getattr(obj, name, None) without raising and clearing an AttributeError (which cost a time lookup
+ * ~0.9 us): 1 with *out a new reference, 0 when there is none, -1 with an exception. */
+#if PY_VERSION_HEX >= 0x030D0000
+#define optional_attr PyObject_GetOptionalAttr
+#else
+#define optional_attr _PyObject_LookupAttr
+#endif
 #define INDEX_HEADER_BYTES 40
 #define INDEX_SLOT_BYTES 4
 #define INDEX_ENTRY_BYTES 20
@@ -53,7 +61,7 @@ static int int_arg(PyObject *obj, long long *out, int small)
  * four per segment a search loads). */
 static PyObject *n_destroyed, *n_from, *n_read_position, *n_buffer;
 /* and cq_nearest_queue's */
-static PyObject *n_mapped_files, *n_files, *n_min_logic, *n_cl_min, *n_segments;
+static PyObject *n_mapped_files, *n_files, *n_min_logic, *n_cl_min, *n_segments, *n_full_segments;
 
 static int intern_segment_names(void)
 {
@@ -67,6 +75,7 @@ static int intern_segment_names(void)
             || (n_files = PyUnicode_InternFromString("files")) == NULL
             || (n_min_logic = PyUnicode_InternFromString("min_logic_offset")) == NULL
             || (n_cl_min = PyUnicode_InternFromString("commit_log_min_offset")) == NULL
+            || (n_full_segments = PyUnicode_InternFromString("full_segments")) == NULL
             || (n_segments = PyUnicode_InternFromString("segments")) == NULL)
         return -1;
     return 0;
@@ -89,8 +98,18 @@ static int64_t attr_int64(PyObject *obj, PyObject *name, int *ok)
 
 /* Fetch segment `index` of `files` into `s`: -1 with an exception, else 0 (s->usable says whether
  * it can be read here). Mirrors the reader's checks: not destroyed, a buffer, read_position inside
- * it. */
-static int segment_load(segment *s, PyObject *files, Py_ssize_t index)
+ * it.
+ *
+ * `known` (NULL, or the reader's `full_segments` list, None for a segment not seen full) remembers
+ * (file_from_offset, buffer) of each segment seen full (read_position = segment_bytes), so that
+ * later searches read only `destroyed` of it: in the perf of a time lookup, the read_position
+ * property (a Python frame), `file_from_offset` and the `buffer` property of the ~3-5 segments a
+ * search loads cost as much as its probes. Sound because the reader belongs to one segment list
+ * of a writable store, where a full segment's offset, map and bytes never change (only recovery,
+ * before the store opens, cuts a segment; a read-only store, which follows a writer that may
+ * recover, gets no cache). */
+static int segment_load(segment *s, PyObject *files, Py_ssize_t index, PyObject *known,
+                        int64_t segment_bytes)
 {
     segment_release(s);
     s->index = index;
@@ -104,17 +123,43 @@ static int segment_load(segment *s, PyObject *files, Py_ssize_t index)
         return -1;
     if (is_destroyed)
         return 0;
-    int ok = 1;
-    s->from = attr_int64(mapped, n_from, &ok);
-    if (ok > 0)
-        s->limit = attr_int64(mapped, n_read_position, &ok);
-    if (ok < 0)
-        return -1;
-    if (ok == 0)
-        return 0;
-    PyObject *buffer = PyObject_GetAttr(mapped, n_buffer);
-    if (buffer == NULL)
-        return -1;
+    PyObject *buffer;
+    if (known != NULL && index >= PyList_GET_SIZE(known))
+        known = NULL;
+    PyObject *entry = known != NULL ? PyList_GET_ITEM(known, index) : NULL;
+    long long entry_from = -1;
+    if (entry != NULL && PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 2
+            && PyLong_CheckExact(PyTuple_GET_ITEM(entry, 0))) {
+        int overflow = 0;
+        entry_from = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(entry, 0), &overflow);
+        if (overflow || entry_from < 0)
+            entry_from = -1;
+    }
+    if (entry_from >= 0) {
+        s->from = entry_from;
+        s->limit = segment_bytes;
+        buffer = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+    } else {
+        int ok = 1;
+        s->from = attr_int64(mapped, n_from, &ok);
+        if (ok > 0)
+            s->limit = attr_int64(mapped, n_read_position, &ok);
+        if (ok < 0)
+            return -1;
+        if (ok == 0)
+            return 0;
+        buffer = PyObject_GetAttr(mapped, n_buffer);
+        if (buffer == NULL)
+            return -1;
+        if (known != NULL && s->limit == segment_bytes && s->from >= 0) {
+            PyObject *seen = Py_BuildValue("(LO)", (long long)s->from, buffer);
+            if (seen == NULL) {
+                Py_DECREF(buffer);
+                return -1;
+            }
+            PyList_SetItem(known, index, seen);      /* steals `seen`, drops the old item */
+        }
+    }
     if (PyObject_GetBuffer(buffer, &s->view, PyBUF_SIMPLE) < 0) {
         Py_DECREF(buffer);
         PyErr_Clear();             /* not a buffer (a closed map): the Python reader decides */
@@ -134,10 +179,12 @@ static int segment_load(segment *s, PyObject *files, Py_ssize_t index)
 #define SEGMENT_CACHE 8
 typedef struct {
     segment slot[SEGMENT_CACHE];
+    PyObject *known;           /* borrowed: the reader's full_segments list, or NULL */
 } segment_cache;
 
-static void cache_init(segment_cache *c)
+static void cache_init(segment_cache *c, PyObject *known)
 {
+    c->known = known;
     for (int k = 0; k < SEGMENT_CACHE; k++) {
         c->slot[k].index = -1;
         c->slot[k].usable = 0;
@@ -164,7 +211,7 @@ static int store_time(PyObject *files, int64_t count, int64_t first_from, int64_
     int64_t index = (phy_offset - first_from) / segment_bytes;
     if (index < count) {
         segment *s = &c->slot[index % SEGMENT_CACHE];
-        if (s->index != index && segment_load(s, files, (Py_ssize_t)index) < 0)
+        if (s->index != index && segment_load(s, files, (Py_ssize_t)index, c->known, segment_bytes) < 0)
             return -1;
         int64_t position = phy_offset - s->from;
         if (s->usable && position >= 0 && position < segment_bytes && position <= s->limit - 40) {
@@ -201,8 +248,14 @@ static int search_nearest(const unsigned char *u, Py_ssize_t len, int64_t low, i
                           int64_t first_from, int64_t segment_bytes, PyObject *reader,
                           int64_t *answer)
 {
+    /* the reader's memory of full segments (see segment_load), when it has one for these `count` */
+    PyObject *known;
+    if (optional_attr(reader, n_full_segments, &known) < 0)
+        return -1;
+    if (known != NULL && (!PyList_CheckExact(known) || PyList_GET_SIZE(known) < count))
+        Py_CLEAR(known);
     segment_cache s;
-    cache_init(&s);
+    cache_init(&s, known);
     int64_t target = -1, left = -1, right = -1, left_time = -1, right_time = -1;
     int status = 0;
     while (high >= low) {
@@ -256,6 +309,7 @@ static int search_nearest(const unsigned char *u, Py_ssize_t len, int64_t low, i
     }
 done:
     cache_release(&s);
+    Py_XDECREF(known);
     return status;
 }
 
@@ -343,12 +397,10 @@ PyObject *rmq_cq_nearest_queue(PyObject *self, PyObject *const *args, Py_ssize_t
     /* reader.segments: (files, first_from, segment_bytes, count), as cq_search_nearest takes them */
     PyObject *segments = NULL, *listing = NULL, *files = NULL, *mapped = NULL, *units = NULL;
     PyObject *result = NULL;
-    if ((segments = PyObject_GetAttr(reader, n_segments)) == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return NULL;
-        PyErr_Clear();             /* a reader of no segments: the Python path */
+    if (optional_attr(reader, n_segments, &segments) < 0)
+        return NULL;
+    if (segments == NULL)          /* a reader of no segments: the Python path */
         Py_RETURN_NOTIMPLEMENTED;
-    }
     if (!PyTuple_Check(segments) || PyTuple_GET_SIZE(segments) != 4
             || !PyList_Check(PyTuple_GET_ITEM(segments, 0)))
         goto ask;
