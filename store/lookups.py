@@ -183,8 +183,11 @@ class LookupsMixin:
         memo = cached[2]
         if memo is not None and len(memo) >= STORE_TIME_MEMO_MAX:
             memo.clear()
-        return self.consume_queues.get_offset_in_queue_by_time(
-            topic, queue_id, timestamp_ms, boundary, cached[1])
+        queues = self.consume_queues
+        if boundary == "nearest" and queues.nearest_by_time is not None:
+            return queues.nearest_by_time(topic, queue_id, timestamp_ms, cached[1])
+        return queues.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms, boundary,
+                                                  cached[1])
 
     def _store_time_of(self, phy_offset: int, size: int) -> int:
         """Store time of the record at `phy_offset`, -1 below the commit log or when unreadable."""

@@ -10,7 +10,8 @@
 * `cq_nearest_queue` against `cq_nearest_queue_py` and the store's Python path
   (`nearest_offset_by_time`) on the queues of a store whose queues are one file each, with their min
   offsets moved, and on random fake queues; a queue of several files and a reader without segments
-  are asked of the Python path;
+  are asked of the Python path; `cq_nearest_in` (the store's entry point) against its twin, under its
+  lock, with the Python fallback for queues of several files;
 * `read_message` against `read_message_py` (store.codec.message.decode_message) at every position of
   a store's commit log and on damaged records (flipped bytes, cut limits, IPv6 hosts, non-ASCII
   topics and properties);
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import random
 import struct
+import threading
 
 import pytest
 
@@ -233,6 +235,60 @@ def test_cq_nearest_queue_matches_its_twin_on_random_queues():
     driver = _Driver(5)
     compared = sum(lookup_targets.cq_nearest_queue(driver) for _ in range(3000))
     assert compared > 600
+
+
+class _CountingLock:
+    """An RLock that says how often it was taken and whether it is held."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.taken = 0
+
+    def acquire(self):
+        self.taken += 1
+        return self.lock.acquire()
+
+    def release(self):
+        self.lock.release()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+@needs_kernel
+def test_cq_nearest_in_answers_as_its_twin_under_the_lock(store):
+    reader = store._store_time_reader()
+    queues = store.consume_queues._queues
+    first = store.get_earliest_message_time()
+    asked = []
+
+    def fallback(queue, timestamp_ms, reader):      # several files per queue: the Python path
+        asked.append(queue)
+        assert lock.lock._is_owned()
+        return nearest_offset_by_time(queue, timestamp_ms, reader)
+
+    lock = _CountingLock()
+    for queue_id in (0, 1, 2, 7):
+        for timestamp_ms in (0, first, first + 700, first + 10**9):
+            got = _native.cq_nearest_in(queues, lock, fallback, "T", queue_id, timestamp_ms, reader)
+            want = lookup.cq_nearest_in_py(queues, lock, fallback, "T", queue_id, timestamp_ms,
+                                           reader)
+            assert got == want
+            assert got == (0 if queue_id == 7 else store.get_offset_in_queue_by_time(
+                "T", queue_id, timestamp_ms))
+            assert not lock.lock._is_owned()
+    assert lock.taken == 2 * 3 * 4 and len(asked) == 2 * 3 * 4     # queue 7 takes no lock
+
+    def failing(queue, timestamp_ms, reader):
+        raise OSError("the fallback failed")
+
+    with pytest.raises(OSError, match="the fallback failed"):
+        _native.cq_nearest_in(queues, lock, failing, "T", 0, first, reader)
+    assert not lock.lock._is_owned()               # released, as a `with` block would
+    with pytest.raises(TypeError):
+        _native.cq_nearest_in([], lock, fallback, "T", 0, first, reader)
 
 
 @needs_kernel

@@ -105,6 +105,10 @@ class ConsumeQueueStore(Protocol):
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int,
                                     boundary: str, store_time_of: StoreTimeOf) -> int: ...
 
+    # The same with boundary "nearest", in one call (topic, queue_id, timestamp_ms, store_time_of),
+    # or None: the file backend's hot path for the 4.9 default.
+    nearest_by_time: Callable[[str, int, int, StoreTimeOf], int] | None
+
     def truncate_dirty(self, phy_offset: int) -> None: ...
 
     def correct_min_offset(self, commit_log_min_offset: int) -> None: ...

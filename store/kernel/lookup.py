@@ -5,6 +5,7 @@
 | index_select      | IndexFile.selectPhyOffset over one mapped index file (spec §5.8)              |
 | cq_search_nearest | 4.9.7 getOffsetInQueueByTime inside one consume-queue file (spec §10.3)       |
 | cq_nearest_queue  | the same for a file consume queue of one file, from the queue object          |
+| cq_nearest_in     | the same from a store's queue table, under its lock, with the Python fallback  |
 | read_message      | the record at a position of a commit-log segment, read and decoded            |
 
 Each name is the compiled function when the kernel is built (and `RMQ_KERNEL=python` is not set),
@@ -36,6 +37,7 @@ _native_index_select = getattr(_native, "index_select", None)
 _native_read_message = getattr(_native, "read_message", None)
 _native_cq_search_nearest = getattr(_native, "cq_search_nearest", None)
 _native_cq_nearest_queue = getattr(_native, "cq_nearest_queue", None)
+_native_cq_nearest_in = getattr(_native, "cq_nearest_in", None)
 
 
 def index_select_py(buf, key_hash: int, max_hash_slot_num: int, max_index_num: int,
@@ -140,6 +142,18 @@ def cq_nearest_queue_py(queue, timestamp_ms: int, reader):
     return (from_offset + index * _UNIT_BYTES) // _UNIT_BYTES
 
 
+def cq_nearest_in_py(queues: dict, lock, fallback, topic, queue_id, timestamp_ms, reader):
+    """A 4.9.7 time lookup in a file consume-queue store: 0 when `queues` has no (topic, queue_id);
+    else, holding `lock`, `cq_nearest_queue` of that queue, or `fallback(queue, timestamp_ms,
+    reader)` (the store's Python path) where it asks."""
+    queue = queues.get((topic, queue_id))
+    if queue is None:
+        return 0
+    with lock:
+        answer = cq_nearest_queue_fast(queue, timestamp_ms, reader)
+        return fallback(queue, timestamp_ms, reader) if answer is NotImplemented else answer
+
+
 def read_message_py(buffer, position: int, limit: int, record_type, decode_properties,
                     decode_message):
     """The record at `position` of a commit-log segment readable up to `limit`: None when no record
@@ -197,6 +211,8 @@ index_select_fast = _native_index_select or index_select_py
 read_message_fast = _native_read_message or read_message_py
 cq_search_nearest_fast = _native_cq_search_nearest or cq_search_nearest_py
 cq_nearest_queue_fast = _native_cq_nearest_queue or cq_nearest_queue_py
+cq_nearest_in = _native_cq_nearest_in or cq_nearest_in_py
 
 COMPILED = (_native_index_select is not None and _native_cq_search_nearest is not None
-            and _native_read_message is not None and _native_cq_nearest_queue is not None)
+            and _native_read_message is not None and _native_cq_nearest_queue is not None
+            and _native_cq_nearest_in is not None)

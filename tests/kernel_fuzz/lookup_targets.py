@@ -4,7 +4,7 @@
 |-------------------|---------------------------------------------------------------------------|------------------------|
 | index_select      | a small index file with random slots and entries (cycles, prev out of range, negative times), sometimes cut short; ints at their edges | `index_select_py` |
 | cq_search_nearest | random CQ units over a few fake commit-log segments (records cut by the read position, IPv6 born hosts, a destroyed or unmapped segment, a short buffer) and a reader that answers like store.lookups', sometimes with its `full_segments` list (or a malformed one); the C is called twice, the second time with what it remembered | `cq_search_nearest_py` |
-| cq_nearest_queue  | a fake file consume queue of 0-2 files over the same fake segments (unit files cut short or unmapped, read positions at and past the end, min offsets at edges), a reader with or without `segments` | `cq_nearest_queue_py` |
+| cq_nearest_queue (and cq_nearest_in) | a fake file consume queue of 0-2 files over the same fake segments (unit files cut short or unmapped, read positions at and past the end, min offsets at edges), a reader with or without `segments` | `cq_nearest_queue_py` |
 | read_message      | a corpus record with bytes set to edge values, at edge positions and limits | `read_message_py` (decode_message) |
 
 When the C answers NotImplemented ("ask the twin") nothing is compared: the dispatcher runs the twin.
@@ -13,6 +13,7 @@ When the C answers NotImplemented ("ask the twin") nothing is compared: the disp
 from __future__ import annotations
 
 import struct
+import threading
 
 from store.codec.message import MessageRecord as _MessageRecord
 from store.codec.message import decode_message as _decode_message
@@ -214,7 +215,18 @@ def cq_nearest_queue(fuzzer) -> bool:
     again = _outcome(fuzzer.native.cq_nearest_queue, queue, timestamp_ms, reader)
     if got != want or again != want:
         raise fuzzer.disagreement(f"cq_nearest_queue: C {got} then {again} twin {want}")
+    # the same through the store's entry point: its table, lock and Python fallback
+    lock = threading.RLock()
+    table = {("T", 1): queue}
+    keyed = _outcome(fuzzer.native.cq_nearest_in, table, lock, _never, "T", 1, timestamp_ms, reader)
+    missing = _outcome(fuzzer.native.cq_nearest_in, table, lock, _never, "T", 2, timestamp_ms, reader)
+    if keyed != want or missing != ("ok", 0) or lock._is_owned():
+        raise fuzzer.disagreement(f"cq_nearest_in: {keyed} {missing} twin {want}")
     return True
+
+
+def _never(queue, timestamp_ms, reader):
+    raise AssertionError("cq_nearest_in asked the fallback where cq_nearest_queue answered")
 
 
 def read_message(fuzzer) -> bool:

@@ -8,6 +8,7 @@ Files are mapped and their descriptors closed at once, so 16k queues do not use 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import resource
@@ -22,7 +23,7 @@ from store.consumequeue.base import ConsumeQueueSettings, StoreTimeOf, check_bou
 from store.consumequeue.file.consume_queue import FileConsumeQueue
 from store.consumequeue.file.time_search import nearest_offset_by_time
 from store.errors import ReadOnlyStoreError
-from store.kernel.lookup import cq_nearest_queue_fast
+from store.kernel.lookup import cq_nearest_in
 from store.kernel.pull_window import pull_window as _pull_window
 from store.mappedfile.mapped_file import fsync_directory
 from store.mappedfile.mapped_file import OS_PAGE_SIZE
@@ -70,6 +71,10 @@ class FileConsumeQueueStore:
         self._most_recent: FileConsumeQueue | None = None
         self._directories_to_sync: set[str] = set()
         self._directories_lock = threading.Lock()
+        # get_offset_in_queue_by_time(topic, queue_id, timestamp_ms, "nearest", store_time_of) in
+        # one call (store.kernel.lookup's cq_nearest_in; the store's time lookups call it directly).
+        self.nearest_by_time = functools.partial(cq_nearest_in, self._queues, self._lock,
+                                                 nearest_offset_by_time)
 
     def _touch(self, queue: FileConsumeQueue) -> None:
         """LRU of mapped queues: the least recently used ones are unmapped past the cap."""
@@ -308,16 +313,8 @@ class FileConsumeQueueStore:
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int,
                                     boundary: str, store_time_of: StoreTimeOf) -> int:
-        if boundary == "nearest":     # the 4.9 default, straight to its search (two frames less)
-            queue = self._queues.get((topic, queue_id))
-            if queue is None:
-                return 0
-            with self._lock:
-                # a queue of one file in one C call; else the Python path (which answers the same)
-                answer = cq_nearest_queue_fast(queue, timestamp_ms, store_time_of)
-                if answer is NotImplemented:
-                    answer = nearest_offset_by_time(queue, timestamp_ms, store_time_of)
-                return answer
+        if boundary == "nearest":     # the 4.9 default
+            return self.nearest_by_time(topic, queue_id, timestamp_ms, store_time_of)
         check_boundary(boundary)
         queue = self._queues.get((topic, queue_id))
         if queue is None:

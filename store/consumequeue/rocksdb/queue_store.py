@@ -79,6 +79,8 @@ _NEW_QUEUE = (-1, -1, -1)  # _max state of a queue never seen: no unit, no end
 class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
     """ConsumeQueueStore over one RocksDB database."""
 
+    nearest_by_time = None     # every boundary goes through get_offset_in_queue_by_time
+
     def __init__(self, settings: ConsumeQueueSettings):
         self.settings = settings
         self.path = settings.consume_queue_dir

@@ -61,7 +61,8 @@ static int int_arg(PyObject *obj, long long *out, int small)
  * four per segment a search loads). */
 static PyObject *n_destroyed, *n_from, *n_read_position, *n_buffer;
 /* and cq_nearest_queue's */
-static PyObject *n_mapped_files, *n_files, *n_min_logic, *n_cl_min, *n_segments, *n_full_segments;
+static PyObject *n_mapped_files, *n_files, *n_min_logic, *n_cl_min, *n_segments, *n_full_segments,
+                *n_acquire, *n_release;
 
 static int intern_segment_names(void)
 {
@@ -76,6 +77,8 @@ static int intern_segment_names(void)
             || (n_min_logic = PyUnicode_InternFromString("min_logic_offset")) == NULL
             || (n_cl_min = PyUnicode_InternFromString("commit_log_min_offset")) == NULL
             || (n_full_segments = PyUnicode_InternFromString("full_segments")) == NULL
+            || (n_acquire = PyUnicode_InternFromString("acquire")) == NULL
+            || (n_release = PyUnicode_InternFromString("release")) == NULL
             || (n_segments = PyUnicode_InternFromString("segments")) == NULL)
         return -1;
     return 0;
@@ -381,17 +384,12 @@ const char rmq_cq_nearest_queue_doc[] = (
 "files (the file is chosen by its mtime), a reader without segments, an attribute that is not an\n"
 "int64 within +-2**62, or anything cq_search_nearest asks about: the caller runs the Python path.");
 
-PyObject *rmq_cq_nearest_queue(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* cq_nearest_queue(queue, timestamp, reader): a new reference (an int or NotImplemented), NULL with
+ * an exception. */
+static PyObject *nearest_queue(PyObject *queue, PyObject *timestamp, PyObject *reader)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "cq_nearest_queue takes 3 arguments");
-        return NULL;
-    }
-    if (intern_segment_names() < 0)
-        return NULL;
-    PyObject *queue = args[0], *reader = args[2];
     long long timestamp_ms;
-    int got = int_arg(args[1], &timestamp_ms, 0);
+    int got = int_arg(timestamp, &timestamp_ms, 0);
     if (got != 0)
         return got < 0 ? NULL : Py_NewRef(Py_NotImplemented);
     /* reader.segments: (files, first_from, segment_bytes, count), as cq_search_nearest takes them */
@@ -476,6 +474,74 @@ done:
     Py_XDECREF(mapped);
     Py_XDECREF(units);
     return result;
+}
+
+PyObject *rmq_cq_nearest_queue(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "cq_nearest_queue takes 3 arguments");
+        return NULL;
+    }
+    if (intern_segment_names() < 0)
+        return NULL;
+    return nearest_queue(args[0], args[1], args[2]);
+}
+
+const char rmq_cq_nearest_in_doc[] = (
+"cq_nearest_in(queues, lock, fallback, topic, queue_id, timestamp_ms, reader) -> int\n\n"
+"A 4.9.7 time lookup in a file consume-queue store: 0 when queues (a dict) has no (topic, queue_id);\n"
+"else, holding `lock` (its acquire() and release()), cq_nearest_queue(queue, timestamp_ms, reader),\n"
+"or fallback(queue, timestamp_ms, reader) (the Python path) where that asks. One call where the store\n"
+"made two Python frames and a `with` around the C.");
+
+PyObject *rmq_cq_nearest_in(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "cq_nearest_in takes 7 arguments");
+        return NULL;
+    }
+    if (intern_segment_names() < 0)
+        return NULL;
+    PyObject *queues = args[0], *lock = args[1], *fallback = args[2];
+    if (!PyDict_Check(queues)) {
+        PyErr_SetString(PyExc_TypeError, "cq_nearest_in: queues must be a dict");
+        return NULL;
+    }
+    PyObject *key = PyTuple_Pack(2, args[3], args[4]);
+    if (key == NULL)
+        return NULL;
+    PyObject *queue = PyDict_GetItemWithError(queues, key);     /* borrowed */
+    Py_DECREF(key);
+    if (queue == NULL)
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
+    Py_INCREF(queue);                  /* the dict may change while the lock is awaited */
+    PyObject *held = PyObject_CallMethodNoArgs(lock, n_acquire);
+    if (held == NULL) {
+        Py_DECREF(queue);
+        return NULL;
+    }
+    Py_DECREF(held);
+    PyObject *answer = nearest_queue(queue, args[5], args[6]);
+    if (answer == Py_NotImplemented) {
+        Py_DECREF(answer);
+        PyObject *call[3] = {queue, args[5], args[6]};
+        answer = PyObject_Vectorcall(fallback, call, 3, NULL);
+    }
+    Py_DECREF(queue);
+    /* release even with an exception pending (as a `with` block's exit does) */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *released = PyObject_CallMethodNoArgs(lock, n_release);
+    if (released == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        Py_XDECREF(answer);
+        return NULL;
+    }
+    Py_DECREF(released);
+    PyErr_Restore(type, value, traceback);
+    return answer;
 }
 
 const char rmq_index_select_doc[] = (

@@ -11,6 +11,7 @@ static PyMethodDef methods[] = {
     {"index_hashes", rmq_index_hashes, METH_VARARGS, rmq_index_hashes_doc},
     {"cq_search_nearest", (PyCFunction)(void (*)(void))rmq_cq_search_nearest, METH_FASTCALL, rmq_cq_search_nearest_doc},
     {"cq_nearest_queue", (PyCFunction)(void (*)(void))rmq_cq_nearest_queue, METH_FASTCALL, rmq_cq_nearest_queue_doc},
+    {"cq_nearest_in", (PyCFunction)(void (*)(void))rmq_cq_nearest_in, METH_FASTCALL, rmq_cq_nearest_in_doc},
     {"index_select", (PyCFunction)(void (*)(void))rmq_index_select, METH_FASTCALL, rmq_index_select_doc},
     {"read_message", (PyCFunction)(void (*)(void))rmq_read_message, METH_FASTCALL, rmq_read_message_doc},
     {"decode_records", (PyCFunction)(void (*)(void))rmq_decode_records, METH_FASTCALL, rmq_decode_records_doc},
