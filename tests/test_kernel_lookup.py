@@ -12,6 +12,9 @@
   offsets moved, and on random fake queues; a queue of several files and a reader without segments
   are asked of the Python path; `cq_nearest_in` (the store's entry point) against its twin, under its
   lock, with the Python fallback for queues of several files;
+* `cq_search_boundary` ([5.x] LOWER / UPPER) against `cq_search_boundary_py` and the Python
+  `search_boundary_units` on the same store (windows inside files, plateaus of equal times), on random
+  fake segments, and asking the twin where the Python path raises;
 * `read_message` against `read_message_py` (store.codec.message.decode_message) at every position of
   a store's commit log and on damaged records (flipped bytes, cut limits, IPv6 hosts, non-ASCII
   topics and properties);
@@ -33,7 +36,7 @@ from store.codec.index_codec import build_key
 from store.codec.message import MessageRecord, decode_message, encode_message
 from store.codec.properties import decode_properties, encode_properties
 from store.consumequeue.file.time_search import nearest_offset_by_time
-from store.consumequeue.time_search import search_nearest_units
+from store.consumequeue.time_search import search_boundary_units, search_nearest_units
 from store.index.index_query import query_key_hash
 from store.kernel import _native
 from store.kernel import lookup
@@ -168,6 +171,60 @@ def test_a_read_only_store_time_reader_remembers_no_segments(store):
         assert not hasattr(reader, "full_segments")      # its writer may recover and cut them
         assert viewer.get_offset_in_queue_by_time("T", 0, store.get_earliest_message_time() + 9) \
             == store.get_offset_in_queue_by_time("T", 0, store.get_earliest_message_time() + 9)
+
+
+@needs_kernel
+def test_cq_search_boundary_matches_its_twin_and_the_python_search_on_a_store(store):
+    reader = store._store_time_reader()
+    plain = store._make_store_time_reader()
+    del plain.segments                                  # the Python search, with its memo
+    first = store.get_earliest_message_time()
+    last = store.get_message_store_timestamp("T", 0, store.get_max_offset_in_queue("T", 0) - 1)
+    rng = random.Random(11)
+    # plateaus of equal store times (the fixture's steps 0, 0, 1, 3, 250) end the search on a hit
+    stamps = [first - 1, first, last, last + 1] + [rng.randint(first, last) for _ in range(40)]
+    checked = 0
+    for queue_id in range(3):
+        queue = store.consume_queues._queues[("T", queue_id)]
+        for mapped in queue.mapped_files.files:
+            units = mapped.buffer
+            count = mapped.read_position // 20
+            base = mapped.file_from_offset // 20
+            for timestamp_ms in stamps:
+                floor = rng.choice((0, 0, rng.randrange(count)))
+                ceiling = rng.choice((count - 1, count - 1, rng.randrange(floor, count)))
+                min_phy = rng.choice((0, 0, rng.randrange(store.commit_log.max_offset())))
+                for upper in (False, True):
+                    args = (units, floor, ceiling, timestamp_ms, min_phy, *reader.segments, reader,
+                            upper, base, base + floor)
+                    got = _native.cq_search_boundary(*args)
+                    want = lookup.cq_search_boundary_py(*args)
+                    python = search_boundary_units(units, plain, floor, ceiling, timestamp_ms,
+                                                   min_phy, "upper" if upper else "lower", base,
+                                                   all_later_lower=base + floor)
+                    assert got == want == python, (queue_id, timestamp_ms, floor, ceiling, upper)
+                    checked += 1
+    assert checked > 500
+
+
+@needs_kernel
+def test_cq_search_boundary_matches_its_twin_on_random_segments():
+    driver = _Driver(3)
+    compared = sum(lookup_targets.cq_search_boundary(driver) for _ in range(3000))
+    assert compared > 300
+
+
+@needs_kernel
+def test_cq_search_boundary_asks_the_twin_where_python_raises(store):
+    reader = store._store_time_reader()
+    units = struct.pack(">qiq", 0, 100, 0) * 3
+    args = (units, 0, 9, 5, 0, *reader.segments, reader, False, 0, 0)
+    assert _native.cq_search_boundary(*args) is NotImplemented       # unit 9 is past the buffer
+    with pytest.raises(struct.error) as twin_error:
+        lookup.cq_search_boundary_py(*args)
+    with pytest.raises(struct.error) as error:
+        lookup.cq_search_boundary(*args)
+    assert str(error.value) == str(twin_error.value)
 
 
 @needs_kernel

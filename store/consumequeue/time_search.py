@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from store.kernel.lookup import cq_search_nearest
+from store.kernel.lookup import cq_search_boundary, cq_search_nearest
 
 NEAREST = "nearest"
 LOWER = "lower"
@@ -225,8 +225,16 @@ def search_nearest_units(units, store_time_of: Callable[[int, int], int], low: i
 def search_boundary_units(units, store_time_of: Callable[[int, int], int], floor: int, ceiling: int,
                           timestamp_ms: int, min_phy_offset: int, boundary: str, base: int,
                           all_later_lower: int) -> int:
-    """`search_boundary` over the CQ units in `units` (a buffer; unit i at byte 20 * i)."""
+    """`search_boundary` over the CQ units in `units` (a buffer; unit i at byte 20 * i).
+
+    When `store_time_of` carries `segments`, the search is store.kernel.lookup's
+    `cq_search_boundary`, as `search_nearest_units`' is `cq_search_nearest`.
+    """
     assert boundary in (LOWER, UPPER)
+    segments = getattr(store_time_of, "segments", None)
+    if segments is not None:
+        return cq_search_boundary(units, floor, ceiling, timestamp_ms, min_phy_offset, *segments,
+                                  store_time_of, boundary == UPPER, base, all_later_lower)
     memo, memo_floor = _memo_of(store_time_of)
 
     def time_at(index: int) -> int:

@@ -19,7 +19,7 @@ which use it, stay at the bottom of the import graph.
 | scan            | walk records like `checkMessageAndReturnSize` into rows of int64s (check_crc 0 / 1 BODYCRC / 2 `__CRC32#`) |
 | index_hashes    | the Java hashes of the index keys of scan rows (ASCII only; -1: ask) |
 | java_hashes     | Java `String.hashCode` of many strings (numpy int64 of int32 values) |
-| index_select, cq_search_nearest, cq_nearest_queue, cq_nearest_in, read_message | lookups: an index chain walk, the 4.9.7 nearest time search (in one file; of a one-file queue), one record read+decoded (twins in `store.kernel.lookup`) |
+| index_select, cq_search_nearest, cq_nearest_queue, cq_nearest_in, cq_search_boundary, read_message | lookups: an index chain walk, the 4.9.7 nearest time search (in one file; of a one-file queue), the 5.x lower/upper one, one record read+decoded (twins in `store.kernel.lookup`) |
 | decode_records  | a pull's records -> MessageRecords in one call (`decode.py`; the caller's Python decodes the odd ones) |
 | pull_unfiltered | plan, slice, check (and decode) an unfiltered pull in one call (`pull.py`; no twin: None = ask) |
 | pull_window     | an unfiltered pull from a mapped consume queue's segments through the commit log's, then pull_unfiltered (twin in `pull_window.py`) |

@@ -6,6 +6,7 @@
 | cq_search_nearest | 4.9.7 getOffsetInQueueByTime inside one consume-queue file (spec §10.3)       |
 | cq_nearest_queue  | the same for a file consume queue of one file, from the queue object          |
 | cq_nearest_in     | the same from a store's queue table, under its lock, with the Python fallback  |
+| cq_search_boundary | [5.x] the LOWER / UPPER search inside one consume-queue file (spec §10.3)    |
 | read_message      | the record at a position of a commit-log segment, read and decoded            |
 
 Each name is the compiled function when the kernel is built (and `RMQ_KERNEL=python` is not set),
@@ -38,6 +39,7 @@ _native_read_message = getattr(_native, "read_message", None)
 _native_cq_search_nearest = getattr(_native, "cq_search_nearest", None)
 _native_cq_nearest_queue = getattr(_native, "cq_nearest_queue", None)
 _native_cq_nearest_in = getattr(_native, "cq_nearest_in", None)
+_native_cq_search_boundary = getattr(_native, "cq_search_boundary", None)
 
 
 def index_select_py(buf, key_hash: int, max_hash_slot_num: int, max_index_num: int,
@@ -154,6 +156,55 @@ def cq_nearest_in_py(queues: dict, lock, fallback, topic, queue_id, timestamp_ms
         return fallback(queue, timestamp_ms, reader) if answer is NotImplemented else answer
 
 
+def cq_search_boundary_py(units, floor: int, ceiling: int, timestamp_ms: int,
+                          min_phy_offset: int, files, first_from: int, segment_bytes: int,
+                          count: int, reader, upper, base: int, all_later_lower: int) -> int:
+    """[5.x] The LOWER (or UPPER, when `upper`) search over the CQ units in `units` between relative
+    indexes `floor` and `ceiling`: a queue offset (`base` is relative index 0's), not yet clamped.
+
+    store.consumequeue.time_search.search_boundary_units step for step, store times from
+    `reader(phy_offset, size)` (the C reads the usual case from the segments, as cq_search_nearest).
+    """
+    def time_at(index: int):
+        return reader(*_unpack_phy_size(units, index * _UNIT_BYTES))
+
+    ceiling_time = time_at(ceiling)
+    if ceiling_time is not None and ceiling_time < timestamp_ms:
+        return base + ceiling if upper else base + ceiling + 1
+    floor_time = time_at(floor)
+    if floor_time is not None and floor_time > timestamp_ms:
+        return 0 if upper else all_later_lower
+    low, high = floor, ceiling
+    target = left = right = -1
+    while high >= low:
+        mid = (low + high) // 2
+        phy_offset, size = _unpack_phy_size(units, mid * _UNIT_BYTES)
+        if phy_offset < min_phy_offset:
+            low = mid + 1
+            left = mid
+            continue
+        store_time = reader(phy_offset, size)
+        if store_time is None or store_time < 0:
+            return 0
+        if store_time == timestamp_ms:
+            target = mid
+            break
+        if store_time > timestamp_ms:
+            high = mid - 1
+            right = mid
+        else:
+            low = mid + 1
+            left = mid
+    if target != -1:
+        step = 1 if upper else -1
+        while (target + step <= ceiling if upper else target + step >= floor) and \
+                time_at(target + step) == timestamp_ms:
+            target += step
+        return base + target
+    found = left if upper else right
+    return base + found if found >= 0 else max(base - 1, 0)
+
+
 def read_message_py(buffer, position: int, limit: int, record_type, decode_properties,
                     decode_message):
     """The record at `position` of a commit-log segment readable up to `limit`: None when no record
@@ -213,6 +264,21 @@ cq_search_nearest_fast = _native_cq_search_nearest or cq_search_nearest_py
 cq_nearest_queue_fast = _native_cq_nearest_queue or cq_nearest_queue_py
 cq_nearest_in = _native_cq_nearest_in or cq_nearest_in_py
 
+if _native_cq_search_boundary is not None:
+    def cq_search_boundary(units, floor, ceiling, timestamp_ms, min_phy_offset, files, first_from,
+                           segment_bytes, count, reader, upper, base, all_later_lower):
+        """`cq_search_boundary_py`, compiled."""
+        answer = _native_cq_search_boundary(units, floor, ceiling, timestamp_ms, min_phy_offset,
+                                            files, first_from, segment_bytes, count, reader, upper,
+                                            base, all_later_lower)
+        if answer is NotImplemented:
+            return cq_search_boundary_py(units, floor, ceiling, timestamp_ms, min_phy_offset,
+                                         files, first_from, segment_bytes, count, reader, upper,
+                                         base, all_later_lower)
+        return answer
+else:
+    cq_search_boundary = cq_search_boundary_py
+
 COMPILED = (_native_index_select is not None and _native_cq_search_nearest is not None
             and _native_read_message is not None and _native_cq_nearest_queue is not None
-            and _native_cq_nearest_in is not None)
+            and _native_cq_nearest_in is not None and _native_cq_search_boundary is not None)

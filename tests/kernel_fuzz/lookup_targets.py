@@ -5,6 +5,7 @@
 | index_select      | a small index file with random slots and entries (cycles, prev out of range, negative times), sometimes cut short; ints at their edges | `index_select_py` |
 | cq_search_nearest | random CQ units over a few fake commit-log segments (records cut by the read position, IPv6 born hosts, a destroyed or unmapped segment, a short buffer) and a reader that answers like store.lookups', sometimes with its `full_segments` list (or a malformed one); the C is called twice, the second time with what it remembered | `cq_search_nearest_py` |
 | cq_nearest_queue (and cq_nearest_in) | a fake file consume queue of 0-2 files over the same fake segments (unit files cut short or unmapped, read positions at and past the end, min offsets at edges), a reader with or without `segments` | `cq_nearest_queue_py` |
+| cq_search_boundary | cq_search_nearest's inputs with plateaus of equal store times, a window, LOWER or UPPER | `cq_search_boundary_py` |
 | read_message      | a corpus record with bytes set to edge values, at edge positions and limits | `read_message_py` (decode_message) |
 
 When the C answers NotImplemented ("ask the twin") nothing is compared: the dispatcher runs the twin.
@@ -18,8 +19,8 @@ import threading
 from store.codec.message import MessageRecord as _MessageRecord
 from store.codec.message import decode_message as _decode_message
 from store.codec.properties import decode_properties as _decode_properties
-from store.kernel.lookup import (cq_nearest_queue_py, cq_search_nearest_py, index_select_py,
-                                 read_message_py)
+from store.kernel.lookup import (cq_nearest_queue_py, cq_search_boundary_py, cq_search_nearest_py,
+                                 index_select_py, read_message_py)
 from store.lookups import segment_store_time_reader
 
 _EDGES = [0, 1, -1, 2, 3, 7, 2**31 - 1, -2**31, 2**62, -2**62, 2**62 + 1, 2**63 - 1, -2**63, 2**64]
@@ -133,6 +134,60 @@ def cq_search_nearest(fuzzer) -> bool:
     again = _outcome(fuzzer.native.cq_search_nearest, *args, reader)   # with what it remembered
     if got != want or again != want:
         raise fuzzer.disagreement(f"cq_search_nearest: C {got} then {again} twin {want}")
+    return True
+
+
+def cq_search_boundary(fuzzer) -> bool:
+    """One cq_search_boundary input (cq_search_nearest's kind, with plateaus of equal times, a window,
+    LOWER or UPPER); True when it was compared with the twin."""
+    rng = fuzzer.rng
+    segment_bytes = rng.choice([128, 256])
+    first_from = rng.choice([0, segment_bytes])
+    files = []
+    for k in range(rng.choice([1, 2, 3])):
+        buffer = bytearray(segment_bytes)
+        for position in range(0, segment_bytes - 80, 40):
+            struct.pack_into(">i", buffer, position + 36, rng.choice([0, 0, 0x10]))
+            struct.pack_into(">q", buffer, position + 56,
+                             rng.choice([5, 5, 7, 9, -1]) + position // 80)
+        files.append(_Segment(bytes(buffer), first_from + k * segment_bytes,
+                              rng.choice([segment_bytes, rng.randrange(segment_bytes + 1)]),
+                              rng.random() < 0.05))
+    span = len(files) * segment_bytes
+    n = rng.choice([1, 2, 5, 17, 40])
+    units = b"".join(struct.pack(">qiq", rng.choice([first_from + 40 * rng.randrange(span // 40),
+                                                     first_from + rng.randrange(span),
+                                                     rng.randrange(-2**63, 2**63)]),
+                                 rng.randrange(0, 300), 0) for _ in range(n))
+    if rng.random() < 0.1:
+        units = units[:rng.randrange(len(units) + 1)]
+    slow_answers = {}
+
+    def slow(phy_offset, size):
+        if phy_offset not in slow_answers:
+            slow_answers[phy_offset] = rng.choice([-1, None, 6, 7])
+        return slow_answers[phy_offset]
+
+    pick = (lambda usual: usual if rng.random() < 0.9 else rng.choice(_EDGES))
+    # The reader and the C see the same segments (store.lookups builds both from one snapshot).
+    first_from, segment_bytes, count = pick(first_from), pick(segment_bytes), pick(len(files))
+    reader = segment_store_time_reader(files, first_from, segment_bytes, count, slow)
+    _full_segments(rng, reader, len(files))
+    floor = rng.choice([0, 0, rng.randrange(n)])
+    ceiling = rng.choice([n - 1, rng.randrange(floor, n), n])
+    args = (units, pick(floor), pick(ceiling),
+            pick(rng.choice([5, 6, 7, 9, 12, rng.randrange(-3, 20)])),
+            pick(rng.choice([0, first_from, -2**63])), files, first_from, segment_bytes, count,
+            reader, rng.random() < 0.5, pick(rng.choice([0, 300_000])), pick(rng.choice([0, 7])))
+    fuzzer.last_input = {"target": "cq_search_boundary",
+                         "args": repr(args[:5] + args[6:9] + args[10:])[:4000]}
+    got = _outcome(fuzzer.native.cq_search_boundary, *args)
+    if got == ("ok", NotImplemented):
+        return False
+    want = _outcome(cq_search_boundary_py, *args)
+    again = _outcome(fuzzer.native.cq_search_boundary, *args)
+    if got != want or again != want:
+        raise fuzzer.disagreement(f"cq_search_boundary: C {got} then {again} twin {want}")
     return True
 
 

@@ -20,7 +20,7 @@ from tests.kernel_fuzz.edges import Disagreement, outcome
 
 def _lookup(fuzzer) -> None:
     name = fuzzer.rng.choice(["index_select", "cq_search_nearest", "cq_nearest_queue",
-                              "read_message", "query_keys", "query_message"])
+                              "cq_search_boundary", "read_message", "query_keys", "query_message"])
     target = query_target if name.startswith("query_") else lookup_targets
     compared = getattr(target, name)(fuzzer)
     fuzzer.executions[name] += 1

@@ -166,10 +166,11 @@ PyObject *rmq_index_hashes(PyObject *self, PyObject *args);
 PyObject *rmq_cq_search_nearest(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *rmq_cq_nearest_queue(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *rmq_cq_nearest_in(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *rmq_cq_search_boundary(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *rmq_index_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *rmq_read_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_cq_search_nearest_doc[], rmq_cq_nearest_queue_doc[], rmq_cq_nearest_in_doc[],
-    rmq_index_select_doc[], rmq_read_message_doc[];
+    rmq_cq_search_boundary_doc[], rmq_index_select_doc[], rmq_read_message_doc[];
 PyObject *rmq_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* decode.c, shared with lookup.c: ASCII test and `decode_properties` of ASCII bytes */
 int rmq_is_ascii(const unsigned char *p, Py_ssize_t n);

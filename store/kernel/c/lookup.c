@@ -316,6 +316,162 @@ done:
     return status;
 }
 
+/* The store time of unit i of u[0 .. len): 1 with *out, 0 when the reader said None, 2 to ask the
+ * twin (the unit outside the buffer: the Python path raises there), -1 with an exception. */
+static int unit_time(const unsigned char *u, Py_ssize_t len, int64_t i, PyObject *files,
+                     int64_t count, int64_t first_from, int64_t segment_bytes, PyObject *reader,
+                     segment_cache *s, int64_t *out)
+{
+    if (i < 0 || len < 12 || i > (len - 12) / CQ_UNIT_BYTES)
+        return 2;
+    return store_time(files, count, first_from, segment_bytes, reader, s,
+                      get64(u + i * CQ_UNIT_BYTES), get32(u + i * CQ_UNIT_BYTES + 8), out);
+}
+
+/* [5.x] store.consumequeue.time_search.search_boundary_units over u[0 .. len) (step for step, without
+ * its memo, which only saves reads): 0 with *answer the queue offset, 2 to ask the twin, -1 with an
+ * exception. */
+static int search_boundary(const unsigned char *u, Py_ssize_t len, int64_t floor, int64_t ceiling,
+                           int64_t timestamp_ms, int64_t min_phy, PyObject *files, int64_t count,
+                           int64_t first_from, int64_t segment_bytes, PyObject *reader, int upper,
+                           int64_t base, int64_t all_later_lower, int64_t *answer)
+{
+    PyObject *known;
+    if (optional_attr(reader, n_full_segments, &known) < 0)
+        return -1;
+    if (known != NULL && (!PyList_CheckExact(known) || PyList_GET_SIZE(known) < count))
+        Py_CLEAR(known);
+    segment_cache s;
+    cache_init(&s, known);
+    int status, got;
+    int64_t t;
+    /* outside the window: after its last unit, or before its first */
+    if ((got = unit_time(u, len, ceiling, files, count, first_from, segment_bytes, reader, &s, &t)) != 1
+            && got != 0)
+        goto fail;
+    if (got == 1 && t < timestamp_ms) {
+        *answer = upper ? base + ceiling : base + ceiling + 1;
+        status = 0;
+        goto done;
+    }
+    if ((got = unit_time(u, len, floor, files, count, first_from, segment_bytes, reader, &s, &t)) != 1
+            && got != 0)
+        goto fail;
+    if (got == 1 && t > timestamp_ms) {
+        *answer = upper ? 0 : all_later_lower;
+        status = 0;
+        goto done;
+    }
+    int64_t low = floor, high = ceiling, target = -1, left = -1, right = -1;
+    while (high >= low) {
+        int64_t mid = (low >> 1) + (high >> 1) + (low & high & 1);   /* (low + high) // 2 */
+        if (mid < 0 || len < 12 || mid > (len - 12) / CQ_UNIT_BYTES) {
+            status = 2;
+            goto done;
+        }
+        int64_t phy_offset = get64(u + mid * CQ_UNIT_BYTES);
+        if (phy_offset < min_phy) {
+            low = mid + 1;
+            left = mid;
+            continue;
+        }
+        got = store_time(files, count, first_from, segment_bytes, reader, &s, phy_offset,
+                         get32(u + mid * CQ_UNIT_BYTES + 8), &t);
+        if (got < 0)
+            goto fail;
+        if (got == 0 || t < 0) {
+            *answer = 0;
+            status = 0;
+            goto done;
+        }
+        if (t == timestamp_ms) {
+            target = mid;
+            break;
+        }
+        if (t > timestamp_ms) {
+            high = mid - 1;
+            right = mid;
+        } else {
+            low = mid + 1;
+            left = mid;
+        }
+    }
+    if (target != -1) {
+        /* walk equal store times to the first (LOWER) / last (UPPER) of them, inside the window */
+        int64_t step = upper ? 1 : -1;
+        while (upper ? target + step <= ceiling : target + step >= floor) {
+            got = unit_time(u, len, target + step, files, count, first_from, segment_bytes, reader,
+                            &s, &t);
+            if (got != 1 && got != 0)
+                goto fail;
+            if (got == 0 || t != timestamp_ms)
+                break;
+            target += step;
+        }
+        *answer = base + target;
+    } else {
+        int64_t found = upper ? left : right;
+        *answer = found >= 0 ? base + found : (base - 1 > 0 ? base - 1 : 0);
+    }
+    status = 0;
+    goto done;
+fail:
+    status = got < 0 ? -1 : 2;
+done:
+    cache_release(&s);
+    Py_XDECREF(known);
+    return status;
+}
+
+const char rmq_cq_search_boundary_doc[] = (
+"cq_search_boundary(units, floor, ceiling, timestamp_ms, min_phy_offset, files, first_from,\n"
+"                   segment_bytes, count, reader, upper, base, all_later_lower) -> int | NotImplemented\n\n"
+"[5.x] store.consumequeue.time_search.search_boundary_units (LOWER, or UPPER when `upper` is true) with\n"
+"store times read as cq_search_nearest reads them. NotImplemented: a unit outside `units`, an argument\n"
+"that is not an int64, or floor .. all_later_lower past +-2**62 (the twin answers).");
+
+PyObject *rmq_cq_search_boundary(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "cq_search_boundary takes 13 arguments");
+        return NULL;
+    }
+    if (intern_segment_names() < 0)
+        return NULL;
+    /* floor, ceiling, timestamp_ms, min_phy, first_from, segment_bytes, count, base, all_later_lower */
+    static const int at[9] = {1, 2, 3, 4, 6, 7, 8, 11, 12};
+    long long v[9];
+    for (int k = 0; k < 9; k++) {
+        int got = int_arg(args[at[k]], &v[k], k != 2 && k != 3);
+        if (got < 0)
+            return NULL;
+        if (got > 0)
+            Py_RETURN_NOTIMPLEMENTED;
+    }
+    int upper = PyObject_IsTrue(args[10]);
+    if (upper < 0)
+        return NULL;
+    long long first_from = v[4], segment_bytes = v[5], count = v[6];
+    PyObject *files = args[5];
+    if (!PyList_Check(files) || segment_bytes <= 0 || first_from < 0 || count < 0
+            || count > PyList_GET_SIZE(files))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_buffer units;
+    if (PyObject_GetBuffer(args[0], &units, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    int64_t answer = 0;
+    int status = search_boundary(units.buf, units.len, v[0], v[1], v[2], v[3], files, count,
+                                 first_from, segment_bytes, args[9], upper, v[7], v[8], &answer);
+    PyBuffer_Release(&units);
+    if (status < 0)
+        return NULL;
+    if (status == 2)
+        Py_RETURN_NOTIMPLEMENTED;
+    return PyLong_FromLongLong(answer);
+}
+
 const char rmq_cq_search_nearest_doc[] = (
 "cq_search_nearest(units, low, high, timestamp_ms, min_phy_offset, files, first_from, segment_bytes,\n"
 "                  count, reader) -> int | None | NotImplemented\n\n"

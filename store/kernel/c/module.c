@@ -12,6 +12,7 @@ static PyMethodDef methods[] = {
     {"cq_search_nearest", (PyCFunction)(void (*)(void))rmq_cq_search_nearest, METH_FASTCALL, rmq_cq_search_nearest_doc},
     {"cq_nearest_queue", (PyCFunction)(void (*)(void))rmq_cq_nearest_queue, METH_FASTCALL, rmq_cq_nearest_queue_doc},
     {"cq_nearest_in", (PyCFunction)(void (*)(void))rmq_cq_nearest_in, METH_FASTCALL, rmq_cq_nearest_in_doc},
+    {"cq_search_boundary", (PyCFunction)(void (*)(void))rmq_cq_search_boundary, METH_FASTCALL, rmq_cq_search_boundary_doc},
     {"index_select", (PyCFunction)(void (*)(void))rmq_index_select, METH_FASTCALL, rmq_index_select_doc},
     {"read_message", (PyCFunction)(void (*)(void))rmq_read_message, METH_FASTCALL, rmq_read_message_doc},
     {"decode_records", (PyCFunction)(void (*)(void))rmq_decode_records, METH_FASTCALL, rmq_decode_records_doc},
