@@ -85,12 +85,15 @@ def segment_store_time_reader(files, first_from: int, segment_bytes: int, count:
                 limit = mapped.read_position
                 if position + 40 <= limit:
                     buffer = mapped.buffer
-                    if _unpack_int(buffer, position + 36)[0] & SYSFLAG_BORNHOST_V6:
-                        position += _STORE_TS_V6
-                    else:
-                        position += _STORE_TS_V4
-                    if position + 8 <= limit:
-                        return _unpack_long(buffer, position)[0]
+                    try:
+                        if _unpack_int(buffer, position + 36)[0] & SYSFLAG_BORNHOST_V6:
+                            position += _STORE_TS_V6
+                        else:
+                            position += _STORE_TS_V4
+                        if position + 8 <= limit:
+                            return _unpack_long(buffer, position)[0]
+                    except ValueError:
+                        pass    # unmapped since the check (cleanup deleted it): the live log answers
         return slow(phy_offset, size)
     return store_time_of
 

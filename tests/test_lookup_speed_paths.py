@@ -320,3 +320,27 @@ def test_a_full_store_time_memo_is_cleared_by_the_next_time_lookup(tmp_path, mon
         store.get_offset_in_queue_by_time("T", 1, first + 900)
         assert store.__dict__["_store_times"] is memo and memo
         assert not queue_0_probes & set(memo)
+
+
+def test_a_segment_unmapped_under_a_lookup_reads_as_gone_not_as_an_error(tmp_path):
+    """Cleanup closes a segment's map before it marks the segment destroyed: a time lookup or a
+    read that checked the flag in between found a closed map and raised ValueError (a stress of
+    lookups beside forced cleanups did, before and after the C lookups). Now the map reads as gone,
+    and the store-time reader asks the live log, which no longer has the segment."""
+    clock = FakeClock(1_700_000_000_000)
+    with MessageStore.open(small_config(tmp_path), clock_ms=clock) as opened:
+        for n in range(400):
+            clock.advance(1)
+            assert opened.put_message(Message("T", b"z" * 300, queue_id=0)).ok
+        files = opened.commit_log.mapped_files.files
+        assert len(files) > 2
+        first = files[0]
+        reader = opened._make_store_time_reader()
+        assert reader(first.file_from_offset, 0) == 1_700_000_000_001
+        first.buffer.close()                  # the window: unmapped, `destroyed` not yet set
+        assert not first.destroyed
+        assert first.read(0, 8) is None
+        assert reader(first.file_from_offset, 0) == -1
+        assert opened.commit_log.store_timestamp_at(first.file_from_offset) == -1
+        for boundary in ("nearest", "lower", "upper"):     # the C searches ask the same reader
+            assert opened.get_offset_in_queue_by_time("T", 0, 1_700_000_000_002, boundary) >= 0

@@ -350,7 +350,11 @@ class MappedFile:
         limit = self.file_size_bytes if unchecked else self.read_position
         if position < 0 or size < 0 or position + size > limit or self.destroyed:
             return None
-        return self._map[position:position + size]
+        try:
+            return self._map[position:position + size]
+        except ValueError:
+            # Closed by another thread since the check (cleanup deleting the segment): as destroyed.
+            return None
 
     # The raw mapping (for codecs that read at positions they have checked themselves). A property
     # over attrgetter, not a def: the lookups' C reads it once per segment they probe, and a
