@@ -11,6 +11,8 @@ Running together for `RMQ_SOAK_SECONDS` (15 s in the quick run):
 * a cleaner thread: it ages (fake mtime, `fileReservedTime=1` h) the segments every puller has
   consumed, and runs `clean_expired_files()`, so segments, CQ files and index files are deleted
   while everyone reads;
+* a looker thread: time lookups (4.9 nearest, 5.x lower and upper) and key queries, which must
+  answer (an offset inside the queue, or 0) and never raise;
 * a read-only observer in another process (`MessageStore.open(read_only=True)` + `refresh()`).
 
 Then producers stop, pullers drain, and the test asserts: every acknowledged message is pulled
@@ -191,6 +193,29 @@ def _clean(store, readers: list[QueueReader], stop: threading.Event, counts: dic
         counts["index"] += result.index_files_deleted
 
 
+def _look(store, stop: threading.Event, counts: dict, errors: list) -> None:
+    """Time lookups and key queries while segments are written and deleted. A segment the cleaner
+    unmapped between a lookup's check and its read raised ValueError before 256d6c1."""
+    step = 0
+    while not stop.is_set():
+        queue_id = step % QUEUES
+        boundary = ("nearest", "lower", "upper")[step % 3]
+        step += 1
+        try:
+            now = int(time.time() * 1000)
+            offset = store.get_offset_in_queue_by_time(TOPIC, queue_id, now - step % 2000, boundary)
+            if not 0 <= offset <= store.get_max_offset_in_queue(TOPIC, queue_id):
+                errors.append(f"looker: {boundary} lookup answered {offset}")
+                return
+            store.query_message(TOPIC, f"p{step % PRODUCERS}-{step}")
+        except StoreError:
+            continue                   # a file deleted under us: allowed, as for the pullers
+        except Exception as error:  # noqa: BLE001 - the rule under test: nothing else escapes
+            errors.append(f"looker: {error!r}")
+            return
+        counts["lookups"] += 1
+
+
 def _wait_dispatched(store, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -272,8 +297,10 @@ def run_soak(tmp_path, *, store_type: str, flush_disk_type: str, transient_pool:
         store, readers[i], 200 if i < LONG_POLLING_PULLERS else 0, producers_done, deadline_box,
         f"group{i}")) for i in range(PULLERS)]
     cleaner = threading.Thread(target=_clean, args=(store, readers, cleaner_stop, cleaned, errors))
+    looked = {"lookups": 0}
+    looker = threading.Thread(target=_look, args=(store, cleaner_stop, looked, errors))
     started = time.monotonic()
-    for thread in producers + pullers + [cleaner]:
+    for thread in producers + pullers + [cleaner, looker]:
         thread.start()
     try:
         stop.wait(soak_seconds)
@@ -286,6 +313,7 @@ def run_soak(tmp_path, *, store_type: str, flush_disk_type: str, transient_pool:
             thread.join(timeout=DRAIN_SECONDS_MAX + 5)
         cleaner_stop.set()
         cleaner.join()
+        looker.join()
         last = max(acked[0]) if acked[0] else None
         query_hits = len(store.query_message(TOPIC, f"p0-{last[1]}").messages) if last else 0
     finally:
@@ -307,7 +335,7 @@ def run_soak(tmp_path, *, store_type: str, flush_disk_type: str, transient_pool:
     return {"acked": acked, "readers": readers, "errors": errors, "cleaned": cleaned,
             "observer": json.loads(out.strip().splitlines()[-1]) if out.strip() else {"err": err},
             "observer_rc": observer.returncode, "query_hits": query_hits,
-            "check_errors": serious, "seconds": time.monotonic() - started,
+            "check_errors": serious, "seconds": time.monotonic() - started, "looked": looked,
             "alive": [t.name for t in pullers if t.is_alive()]}
 
 
@@ -328,6 +356,7 @@ def assert_soak(outcome: dict) -> None:
     assert observer["seen"] == observer["distinct"] and observer["seen"] > 0, observer
     assert outcome["cleaned"]["commitlog"] > 0, outcome["cleaned"]
     assert outcome["query_hits"] == 1
+    assert outcome["looked"]["lookups"] > 100, outcome["looked"]
     assert not outcome["check_errors"], outcome["check_errors"][:10]
 
 
