@@ -130,33 +130,38 @@ def test_index_select_asks_the_twin_where_python_raises():
     assert out == [99]
 
 
+def _probes(store, seed: int, randoms: int):
+    """(rng, queue id, CQ file, its units, a time) over every file of the fixture's queues, for the
+    times just around the stored ones and `randoms` inside them."""
+    first = store.get_earliest_message_time()
+    last = store.get_message_store_timestamp("T", 0, store.get_max_offset_in_queue("T", 0) - 1)
+    rng = random.Random(seed)
+    stamps = [first - 1, first, last, last + 1] + [rng.randint(first, last) for _ in range(randoms)]
+    for queue_id in range(3):
+        for mapped in store.consume_queues._queues[("T", queue_id)].mapped_files.files:
+            for timestamp_ms in stamps:
+                yield rng, queue_id, mapped, mapped.read_position // 20, timestamp_ms
+
+
 @needs_kernel
 def test_cq_search_nearest_matches_its_twin_and_the_python_search_on_a_store(store):
     assert len(store.commit_log.mapped_files.files) > 1
     reader = store._store_time_reader()
     assert reader.segments[3] == len(store.commit_log.mapped_files.files)
-    first = store.get_earliest_message_time()
-    last = store.get_message_store_timestamp("T", 0, store.get_max_offset_in_queue("T", 0) - 1)
-    rng = random.Random(9)
-    stamps = [first - 1, first, last, last + 1] + [rng.randint(first, last) for _ in range(60)]
+    plain = store._make_store_time_reader()
+    del plain.segments                                  # the Python search, with its memo
     checked = 0
-    for queue_id in range(3):
-        queue = store.consume_queues._queues[("T", queue_id)]
-        for mapped in queue.mapped_files.files:
-            units = mapped.buffer
-            count = mapped.read_position // 20
-            for timestamp_ms in stamps:
-                low = rng.choice((0, 0, rng.randrange(count)))
-                min_phy = rng.choice((0, 0, rng.randrange(store.commit_log.max_offset())))
-                got = _native.cq_search_nearest(units, low, count - 1, timestamp_ms, min_phy,
-                                                *reader.segments, reader)
-                want = lookup.cq_search_nearest_py(units, low, count - 1, timestamp_ms, min_phy,
-                                                   *reader.segments, reader)
-                plain = store._make_store_time_reader()
-                del plain.segments                        # the Python search, with its memo
-                python = search_nearest_units(units, plain, low, count - 1, timestamp_ms, min_phy)
-                assert got == want == python, (queue_id, timestamp_ms, low, min_phy)
-                checked += 1
+    for rng, queue_id, mapped, count, timestamp_ms in _probes(store, 9, 60):
+        units = mapped.buffer
+        low = rng.choice((0, 0, rng.randrange(count)))
+        min_phy = rng.choice((0, 0, rng.randrange(store.commit_log.max_offset())))
+        got = _native.cq_search_nearest(units, low, count - 1, timestamp_ms, min_phy,
+                                        *reader.segments, reader)
+        want = lookup.cq_search_nearest_py(units, low, count - 1, timestamp_ms, min_phy,
+                                           *reader.segments, reader)
+        python = search_nearest_units(units, plain, low, count - 1, timestamp_ms, min_phy)
+        assert got == want == python, (queue_id, timestamp_ms, low, min_phy)
+        checked += 1
     assert checked > 300
     # The C remembered each full segment it read (later searches skip its attributes): all but the
     # last, which is still being written.
@@ -178,32 +183,24 @@ def test_cq_search_boundary_matches_its_twin_and_the_python_search_on_a_store(st
     reader = store._store_time_reader()
     plain = store._make_store_time_reader()
     del plain.segments                                  # the Python search, with its memo
-    first = store.get_earliest_message_time()
-    last = store.get_message_store_timestamp("T", 0, store.get_max_offset_in_queue("T", 0) - 1)
-    rng = random.Random(11)
-    # plateaus of equal store times (the fixture's steps 0, 0, 1, 3, 250) end the search on a hit
-    stamps = [first - 1, first, last, last + 1] + [rng.randint(first, last) for _ in range(40)]
     checked = 0
-    for queue_id in range(3):
-        queue = store.consume_queues._queues[("T", queue_id)]
-        for mapped in queue.mapped_files.files:
-            units = mapped.buffer
-            count = mapped.read_position // 20
-            base = mapped.file_from_offset // 20
-            for timestamp_ms in stamps:
-                floor = rng.choice((0, 0, rng.randrange(count)))
-                ceiling = rng.choice((count - 1, count - 1, rng.randrange(floor, count)))
-                min_phy = rng.choice((0, 0, rng.randrange(store.commit_log.max_offset())))
-                for upper in (False, True):
-                    args = (units, floor, ceiling, timestamp_ms, min_phy, *reader.segments, reader,
-                            upper, base, base + floor)
-                    got = _native.cq_search_boundary(*args)
-                    want = lookup.cq_search_boundary_py(*args)
-                    python = search_boundary_units(units, plain, floor, ceiling, timestamp_ms,
-                                                   min_phy, "upper" if upper else "lower", base,
-                                                   all_later_lower=base + floor)
-                    assert got == want == python, (queue_id, timestamp_ms, floor, ceiling, upper)
-                    checked += 1
+    # plateaus of equal store times (the fixture's steps 0, 0, 1, 3, 250) end the search on a hit
+    for rng, queue_id, mapped, count, timestamp_ms in _probes(store, 11, 40):
+        units = mapped.buffer
+        base = mapped.file_from_offset // 20
+        floor = rng.choice((0, 0, rng.randrange(count)))
+        ceiling = rng.choice((count - 1, count - 1, rng.randrange(floor, count)))
+        min_phy = rng.choice((0, 0, rng.randrange(store.commit_log.max_offset())))
+        for upper in (False, True):
+            args = (units, floor, ceiling, timestamp_ms, min_phy, *reader.segments, reader,
+                    upper, base, base + floor)
+            got = _native.cq_search_boundary(*args)
+            want = lookup.cq_search_boundary_py(*args)
+            python = search_boundary_units(units, plain, floor, ceiling, timestamp_ms, min_phy,
+                                           "upper" if upper else "lower", base,
+                                           all_later_lower=base + floor)
+            assert got == want == python, (queue_id, timestamp_ms, floor, ceiling, upper)
+            checked += 1
     assert checked > 500
 
 

@@ -84,6 +84,23 @@ def cq_search_nearest_py(units, low: int, high: int, timestamp_ms: int, min_phy_
     the usual case straight from the commit log's segments `files[:count]` (starting at `first_from`,
     `segment_bytes` each), which that reader answers the same way.
     """
+    stopped = _bisect_units_py(units, low, high, timestamp_ms, min_phy_offset, reader)
+    if stopped is None:
+        return None
+    target, left, left_time, right, right_time = stopped
+    if target != -1:
+        return target
+    if left_time == -1:
+        return right
+    if right_time == -1:
+        return left
+    return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
+
+
+def _bisect_units_py(units, low: int, high: int, timestamp_ms: int, min_phy_offset: int, reader):
+    """RocketMQ's probe loop over the units between relative indexes `low` and `high`, which both
+    searches share (c/lookup.c's bisect_units): where it stopped, (target, left, left_time, right,
+    right_time) (-1: none), or None when a store time could not be read."""
     target = left = right = -1
     left_time = right_time = -1
     while high >= low:
@@ -105,13 +122,7 @@ def cq_search_nearest_py(units, low: int, high: int, timestamp_ms: int, min_phy_
         else:
             low = mid + 1
             left, left_time = mid, store_time
-    if target != -1:
-        return target
-    if left_time == -1:
-        return right
-    if right_time == -1:
-        return left
-    return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
+    return target, left, left_time, right, right_time
 
 
 def cq_nearest_queue_py(queue, timestamp_ms: int, reader):
@@ -174,27 +185,10 @@ def cq_search_boundary_py(units, floor: int, ceiling: int, timestamp_ms: int,
     floor_time = time_at(floor)
     if floor_time is not None and floor_time > timestamp_ms:
         return 0 if upper else all_later_lower
-    low, high = floor, ceiling
-    target = left = right = -1
-    while high >= low:
-        mid = (low + high) // 2
-        phy_offset, size = _unpack_phy_size(units, mid * _UNIT_BYTES)
-        if phy_offset < min_phy_offset:
-            low = mid + 1
-            left = mid
-            continue
-        store_time = reader(phy_offset, size)
-        if store_time is None or store_time < 0:
-            return 0
-        if store_time == timestamp_ms:
-            target = mid
-            break
-        if store_time > timestamp_ms:
-            high = mid - 1
-            right = mid
-        else:
-            low = mid + 1
-            left = mid
+    stopped = _bisect_units_py(units, floor, ceiling, timestamp_ms, min_phy_offset, reader)
+    if stopped is None:
+        return 0           # a store time not readable: RocketMQ answers 0
+    target, left, _, right, _ = stopped
     if target != -1:
         step = 1 if upper else -1
         while (target + step <= ceiling if upper else target + step >= floor) and \

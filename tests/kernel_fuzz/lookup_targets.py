@@ -72,6 +72,18 @@ def index_select(fuzzer) -> bool:
     return True
 
 
+def _slow_reader(answer):
+    """The live commit log's `store_timestamp_at` for fake segments: `answer()` for a record the
+    first time it is asked, the same afterwards (the C and the twin must hear the same)."""
+    answers = {}
+
+    def slow(phy_offset, size):
+        if phy_offset not in answers:
+            answers[phy_offset] = answer()
+        return answers[phy_offset]
+    return slow
+
+
 class _Segment:
     """What cq_search_nearest reads of a MappedFile."""
 
@@ -99,12 +111,7 @@ def cq_search_nearest(fuzzer) -> bool:
                               first_from + k * segment_bytes + rng.choice([0, 0, 0, 4]),
                               read_position, rng.random() < 0.05))
     count = rng.choice([len(files), len(files), max(0, len(files) - 1)])
-    slow_answers = {}
-
-    def slow(phy_offset, size):
-        if phy_offset not in slow_answers:
-            slow_answers[phy_offset] = rng.choice([-1, None, 5, 1000, rng.randrange(2**40)])
-        return slow_answers[phy_offset]
+    slow = _slow_reader(lambda: rng.choice([-1, None, 5, 1000, rng.randrange(2**40)]))
 
     n = rng.choice([1, 2, 5, 17, 60])
     units = bytearray()
@@ -161,12 +168,7 @@ def cq_search_boundary(fuzzer) -> bool:
                                  rng.randrange(0, 300), 0) for _ in range(n))
     if rng.random() < 0.1:
         units = units[:rng.randrange(len(units) + 1)]
-    slow_answers = {}
-
-    def slow(phy_offset, size):
-        if phy_offset not in slow_answers:
-            slow_answers[phy_offset] = rng.choice([-1, None, 6, 7])
-        return slow_answers[phy_offset]
+    slow = _slow_reader(lambda: rng.choice([-1, None, 6, 7]))
 
     pick = (lambda usual: usual if rng.random() < 0.9 else rng.choice(_EDGES))
     # The reader and the C see the same segments (store.lookups builds both from one snapshot).
@@ -231,12 +233,7 @@ def cq_nearest_queue(fuzzer) -> bool:
         segments.append(_Segment(bytes(buffer), first_from + k * segment_bytes,
                                  rng.choice([segment_bytes, rng.randrange(segment_bytes + 1)]),
                                  rng.random() < 0.05))
-    slow_answers = {}
-
-    def slow(phy_offset, size):         # one answer per record, whoever asks first
-        if phy_offset not in slow_answers:
-            slow_answers[phy_offset] = rng.choice([-1, None, 7, rng.randrange(2**40)])
-        return slow_answers[phy_offset]
+    slow = _slow_reader(lambda: rng.choice([-1, None, 7, rng.randrange(2**40)]))
 
     reader = segment_store_time_reader(segments, first_from, segment_bytes, len(segments), slow)
     reader.segments = (segments, first_from, segment_bytes, len(segments))   # as store.lookups

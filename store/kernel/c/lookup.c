@@ -177,44 +177,67 @@ static int segment_load(segment *s, PyObject *files, Py_ssize_t index, PyObject 
     return 0;
 }
 
-/* The segments a search has fetched, direct-mapped by index (a search probes ~log2(n) records,
- * spread over a few segments at first). */
+/* The commit log a search reads store times from: the reader's segments `files[:count]` (the
+ * first at first_from, segment_bytes each), the reader itself for anything else, and the segments
+ * the search has fetched, direct-mapped by index (a search probes ~log2(n) records, spread over a
+ * few segments at first). */
 #define SEGMENT_CACHE 8
 typedef struct {
     segment slot[SEGMENT_CACHE];
-    PyObject *known;           /* borrowed: the reader's full_segments list, or NULL */
-} segment_cache;
+    PyObject *files, *reader;  /* borrowed */
+    int64_t count, first_from, segment_bytes;
+    PyObject *known;           /* the reader's full_segments list (see segment_load), or NULL */
+} store_times;
 
-static void cache_init(segment_cache *c, PyObject *known)
-{
-    c->known = known;
-    for (int k = 0; k < SEGMENT_CACHE; k++) {
-        c->slot[k].index = -1;
-        c->slot[k].usable = 0;
-        c->slot[k].from = c->slot[k].limit = 0;
-    }
-}
-
-static void cache_release(segment_cache *c)
+static void cache_release(store_times *c)
 {
     for (int k = 0; k < SEGMENT_CACHE; k++)
         segment_release(&c->slot[k]);
 }
 
+/* Start reading store times for a search: -1 with an exception, else 0 (close it with
+ * store_times_close). */
+static int store_times_open(store_times *c, PyObject *files, int64_t count, int64_t first_from,
+                            int64_t segment_bytes, PyObject *reader)
+{
+    c->files = files;
+    c->reader = reader;
+    c->count = count;
+    c->first_from = first_from;
+    c->segment_bytes = segment_bytes;
+    for (int k = 0; k < SEGMENT_CACHE; k++) {
+        c->slot[k].index = -1;
+        c->slot[k].usable = 0;
+        c->slot[k].from = c->slot[k].limit = 0;
+    }
+    /* the reader's memory of full segments, when it has one for these `count` */
+    if (optional_attr(reader, n_full_segments, &c->known) < 0)
+        return -1;
+    if (c->known != NULL && (!PyList_CheckExact(c->known) || PyList_GET_SIZE(c->known) < count))
+        Py_CLEAR(c->known);
+    return 0;
+}
+
+static void store_times_close(store_times *c)
+{
+    cache_release(c);
+    Py_CLEAR(c->known);
+}
+
 /* The store time of the record at phy_offset: 1 with *out set (-1 below the commit log, as the
  * reader answers), 0 when the Python reader said None, -1 with an exception. */
-static int store_time(PyObject *files, int64_t count, int64_t first_from, int64_t segment_bytes,
-                      PyObject *reader, segment_cache *c, int64_t phy_offset, int32_t size,
-                      int64_t *out)
+static int store_time(store_times *c, int64_t phy_offset, int32_t size, int64_t *out)
 {
-    if (phy_offset < first_from) {
+    if (phy_offset < c->first_from) {
         *out = -1;
         return 1;
     }
-    int64_t index = (phy_offset - first_from) / segment_bytes;
-    if (index < count) {
+    int64_t index = (phy_offset - c->first_from) / c->segment_bytes;
+    int64_t segment_bytes = c->segment_bytes;
+    if (index < c->count) {
         segment *s = &c->slot[index % SEGMENT_CACHE];
-        if (s->index != index && segment_load(s, files, (Py_ssize_t)index, c->known, segment_bytes) < 0)
+        if (s->index != index
+                && segment_load(s, c->files, (Py_ssize_t)index, c->known, segment_bytes) < 0)
             return -1;
         int64_t position = phy_offset - s->from;
         if (s->usable && position >= 0 && position < segment_bytes && position <= s->limit - 40) {
@@ -228,7 +251,8 @@ static int store_time(PyObject *files, int64_t count, int64_t first_from, int64_
     }
     /* Anything else: the reader itself (no buffer may be held while Python code runs). */
     cache_release(c);
-    PyObject *answer = PyObject_CallFunction(reader, "LL", (long long)phy_offset, (long long)size);
+    PyObject *answer = PyObject_CallFunction(c->reader, "LL", (long long)phy_offset,
+                                             (long long)size);
     if (answer == NULL)
         return -1;
     if (answer == Py_None) {
@@ -243,6 +267,53 @@ static int store_time(PyObject *files, int64_t count, int64_t first_from, int64_
     return 1;
 }
 
+/* Where RocketMQ's probe loop over units [low, high] stopped: the exact hit (target), else the last
+ * unit probed left and right of the time, with their store times (-1: none, or below min_phy). */
+typedef struct {
+    int64_t target, left, right, left_time, right_time;
+} bisection;
+
+/* The probe loop both searches share (getOffsetInQueueByTime's, 4.9.7 and 5.x alike) over units
+ * u[0 .. len) between relative indexes low and high: 0 with *b filled, 1 when a store time could
+ * not be read (None or negative), 2 to ask the twin (a probe outside the units), -1 with an
+ * exception. */
+static int bisect_units(const unsigned char *u, Py_ssize_t len, int64_t low, int64_t high,
+                        int64_t timestamp_ms, int64_t min_phy, store_times *c, bisection *b)
+{
+    b->target = b->left = b->right = b->left_time = b->right_time = -1;
+    while (high >= low) {
+        int64_t mid = (low >> 1) + (high >> 1) + (low & high & 1);   /* (low + high) // 2, no overflow */
+        if (mid < 0 || len < 12 || mid > (len - 12) / CQ_UNIT_BYTES)
+            return 2;
+        int64_t phy_offset = get64(u + mid * CQ_UNIT_BYTES);
+        if (phy_offset < min_phy) {
+            low = mid + 1;
+            b->left = mid;
+            continue;
+        }
+        int64_t t;
+        int got = store_time(c, phy_offset, get32(u + mid * CQ_UNIT_BYTES + 8), &t);
+        if (got < 0)
+            return -1;
+        if (got == 0 || t < 0)
+            return 1;
+        if (t == timestamp_ms) {
+            b->target = mid;
+            return 0;
+        }
+        if (t > timestamp_ms) {
+            high = mid - 1;
+            b->right = mid;
+            b->right_time = t;
+        } else {
+            low = mid + 1;
+            b->left = mid;
+            b->left_time = t;
+        }
+    }
+    return 0;
+}
+
 /* The nearest search over units u[0 .. len) between relative indexes low and high: 0 with *answer
  * the index (-1: none qualified), 1 when a store time could not be read (the twin's None), 2 to ask
  * the twin (a probe outside the units), -1 with an exception. */
@@ -251,81 +322,94 @@ static int search_nearest(const unsigned char *u, Py_ssize_t len, int64_t low, i
                           int64_t first_from, int64_t segment_bytes, PyObject *reader,
                           int64_t *answer)
 {
-    /* the reader's memory of full segments (see segment_load), when it has one for these `count` */
-    PyObject *known;
-    if (optional_attr(reader, n_full_segments, &known) < 0)
+    store_times c;
+    if (store_times_open(&c, files, count, first_from, segment_bytes, reader) < 0)
         return -1;
-    if (known != NULL && (!PyList_CheckExact(known) || PyList_GET_SIZE(known) < count))
-        Py_CLEAR(known);
-    segment_cache s;
-    cache_init(&s, known);
-    int64_t target = -1, left = -1, right = -1, left_time = -1, right_time = -1;
-    int status = 0;
-    while (high >= low) {
-        int64_t mid = (low >> 1) + (high >> 1) + (low & high & 1);   /* (low + high) // 2, no overflow */
-        if (mid < 0 || len < 12 || mid > (len - 12) / CQ_UNIT_BYTES) {
-            status = 2;
-            goto done;
-        }
-        int64_t phy_offset = get64(u + mid * CQ_UNIT_BYTES);
-        int32_t size = get32(u + mid * CQ_UNIT_BYTES + 8);
-        if (phy_offset < min_phy) {
-            low = mid + 1;
-            left = mid;
-            continue;
-        }
-        int64_t t;
-        int got = store_time(files, count, first_from, segment_bytes, reader, &s, phy_offset, size, &t);
-        if (got < 0) {
-            status = -1;
-            goto done;
-        }
-        if (got == 0 || t < 0) {
-            status = 1;
-            goto done;
-        }
-        if (t == timestamp_ms) {
-            target = mid;
-            break;
-        }
-        if (t > timestamp_ms) {
-            high = mid - 1;
-            right = mid;
-            right_time = t;
-        } else {
-            low = mid + 1;
-            left = mid;
-            left_time = t;
-        }
-    }
-    if (target != -1)
-        *answer = target;
-    else if (left_time == -1)
-        *answer = right;
-    else if (right_time == -1)
-        *answer = left;
+    bisection b;
+    int status = bisect_units(u, len, low, high, timestamp_ms, min_phy, &c, &b);
+    store_times_close(&c);
+    if (status != 0)
+        return status;
+    if (b.target != -1)
+        *answer = b.target;
+    else if (b.left_time == -1)
+        *answer = b.right;
+    else if (b.right_time == -1)
+        *answer = b.left;
     else {
-        __int128 dl = (__int128)timestamp_ms - left_time, dr = (__int128)timestamp_ms - right_time;
+        __int128 dl = (__int128)timestamp_ms - b.left_time, dr = (__int128)timestamp_ms - b.right_time;
         dl = dl < 0 ? -dl : dl;
         dr = dr < 0 ? -dr : dr;
-        *answer = dl > dr ? right : left;
+        *answer = dl > dr ? b.right : b.left;
     }
-done:
-    cache_release(&s);
-    Py_XDECREF(known);
-    return status;
+    return 0;
 }
 
 /* The store time of unit i of u[0 .. len): 1 with *out, 0 when the reader said None, 2 to ask the
  * twin (the unit outside the buffer: the Python path raises there), -1 with an exception. */
-static int unit_time(const unsigned char *u, Py_ssize_t len, int64_t i, PyObject *files,
-                     int64_t count, int64_t first_from, int64_t segment_bytes, PyObject *reader,
-                     segment_cache *s, int64_t *out)
+static int unit_time(const unsigned char *u, Py_ssize_t len, int64_t i, store_times *c,
+                     int64_t *out)
 {
     if (i < 0 || len < 12 || i > (len - 12) / CQ_UNIT_BYTES)
         return 2;
-    return store_time(files, count, first_from, segment_bytes, reader, s,
-                      get64(u + i * CQ_UNIT_BYTES), get32(u + i * CQ_UNIT_BYTES + 8), out);
+    return store_time(c, get64(u + i * CQ_UNIT_BYTES), get32(u + i * CQ_UNIT_BYTES + 8), out);
+}
+
+/* The end of the LOWER / UPPER search from where the probe loop stopped (time_search's
+ * _boundary_end): from an exact hit, the first (LOWER) / last (UPPER) of the equal store times
+ * inside the window; else the neighbour. Same returns as unit_time's errors (2, -1), else 0. */
+static int boundary_end(const unsigned char *u, Py_ssize_t len, const bisection *b, int64_t floor,
+                        int64_t ceiling, int64_t timestamp_ms, store_times *c, int upper,
+                        int64_t base, int64_t *answer)
+{
+    if (b->target == -1) {
+        int64_t found = upper ? b->left : b->right;
+        *answer = found >= 0 ? base + found : (base - 1 > 0 ? base - 1 : 0);
+        return 0;
+    }
+    int64_t target = b->target, step = upper ? 1 : -1, t;
+    while (upper ? target + step <= ceiling : target + step >= floor) {
+        int got = unit_time(u, len, target + step, c, &t);
+        if (got != 1 && got != 0)
+            return got;
+        if (got == 0 || t != timestamp_ms)
+            break;
+        target += step;
+    }
+    *answer = base + target;
+    return 0;
+}
+
+/* search_boundary's steps over store times `c` opened for it. */
+static int boundary_search(const unsigned char *u, Py_ssize_t len, int64_t floor, int64_t ceiling,
+                           int64_t timestamp_ms, int64_t min_phy, store_times *c, int upper,
+                           int64_t base, int64_t all_later_lower, int64_t *answer)
+{
+    /* outside the window: after its last unit, or before its first */
+    int64_t t;
+    int got = unit_time(u, len, ceiling, c, &t);
+    if (got != 1 && got != 0)
+        return got;
+    if (got == 1 && t < timestamp_ms) {
+        *answer = upper ? base + ceiling : base + ceiling + 1;
+        return 0;
+    }
+    got = unit_time(u, len, floor, c, &t);
+    if (got != 1 && got != 0)
+        return got;
+    if (got == 1 && t > timestamp_ms) {
+        *answer = upper ? 0 : all_later_lower;
+        return 0;
+    }
+    bisection b;
+    got = bisect_units(u, len, floor, ceiling, timestamp_ms, min_phy, c, &b);
+    if (got == 1) {                    /* a store time not readable: RocketMQ answers 0 */
+        *answer = 0;
+        return 0;
+    }
+    if (got != 0)
+        return got;
+    return boundary_end(u, len, &b, floor, ceiling, timestamp_ms, c, upper, base, answer);
 }
 
 /* [5.x] store.consumequeue.time_search.search_boundary_units over u[0 .. len) (step for step, without
@@ -336,90 +420,12 @@ static int search_boundary(const unsigned char *u, Py_ssize_t len, int64_t floor
                            int64_t first_from, int64_t segment_bytes, PyObject *reader, int upper,
                            int64_t base, int64_t all_later_lower, int64_t *answer)
 {
-    PyObject *known;
-    if (optional_attr(reader, n_full_segments, &known) < 0)
+    store_times c;
+    if (store_times_open(&c, files, count, first_from, segment_bytes, reader) < 0)
         return -1;
-    if (known != NULL && (!PyList_CheckExact(known) || PyList_GET_SIZE(known) < count))
-        Py_CLEAR(known);
-    segment_cache s;
-    cache_init(&s, known);
-    int status, got;
-    int64_t t;
-    /* outside the window: after its last unit, or before its first */
-    if ((got = unit_time(u, len, ceiling, files, count, first_from, segment_bytes, reader, &s, &t)) != 1
-            && got != 0)
-        goto fail;
-    if (got == 1 && t < timestamp_ms) {
-        *answer = upper ? base + ceiling : base + ceiling + 1;
-        status = 0;
-        goto done;
-    }
-    if ((got = unit_time(u, len, floor, files, count, first_from, segment_bytes, reader, &s, &t)) != 1
-            && got != 0)
-        goto fail;
-    if (got == 1 && t > timestamp_ms) {
-        *answer = upper ? 0 : all_later_lower;
-        status = 0;
-        goto done;
-    }
-    int64_t low = floor, high = ceiling, target = -1, left = -1, right = -1;
-    while (high >= low) {
-        int64_t mid = (low >> 1) + (high >> 1) + (low & high & 1);   /* (low + high) // 2 */
-        if (mid < 0 || len < 12 || mid > (len - 12) / CQ_UNIT_BYTES) {
-            status = 2;
-            goto done;
-        }
-        int64_t phy_offset = get64(u + mid * CQ_UNIT_BYTES);
-        if (phy_offset < min_phy) {
-            low = mid + 1;
-            left = mid;
-            continue;
-        }
-        got = store_time(files, count, first_from, segment_bytes, reader, &s, phy_offset,
-                         get32(u + mid * CQ_UNIT_BYTES + 8), &t);
-        if (got < 0)
-            goto fail;
-        if (got == 0 || t < 0) {
-            *answer = 0;
-            status = 0;
-            goto done;
-        }
-        if (t == timestamp_ms) {
-            target = mid;
-            break;
-        }
-        if (t > timestamp_ms) {
-            high = mid - 1;
-            right = mid;
-        } else {
-            low = mid + 1;
-            left = mid;
-        }
-    }
-    if (target != -1) {
-        /* walk equal store times to the first (LOWER) / last (UPPER) of them, inside the window */
-        int64_t step = upper ? 1 : -1;
-        while (upper ? target + step <= ceiling : target + step >= floor) {
-            got = unit_time(u, len, target + step, files, count, first_from, segment_bytes, reader,
-                            &s, &t);
-            if (got != 1 && got != 0)
-                goto fail;
-            if (got == 0 || t != timestamp_ms)
-                break;
-            target += step;
-        }
-        *answer = base + target;
-    } else {
-        int64_t found = upper ? left : right;
-        *answer = found >= 0 ? base + found : (base - 1 > 0 ? base - 1 : 0);
-    }
-    status = 0;
-    goto done;
-fail:
-    status = got < 0 ? -1 : 2;
-done:
-    cache_release(&s);
-    Py_XDECREF(known);
+    int status = boundary_search(u, len, floor, ceiling, timestamp_ms, min_phy, &c, upper, base,
+                                 all_later_lower, answer);
+    store_times_close(&c);
     return status;
 }
 
