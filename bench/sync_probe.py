@@ -3,17 +3,19 @@
 Runs N producer threads doing single 1 KiB SYNC_FLUSH puts for a few seconds and reports, besides
 msg/s and p50/p99 of the puts:
 
-- `sync`: the commit log's flush call of each group (fdatasync with the GIL released, plus taking
-  the GIL back), p50/p90 in ms;
-- `gap`: the group commit thread's time between the end of one sync and the start of the next
-  (releasing the producers, stepping aside for them, bookkeeping), p50/p90 in ms;
+- `sync`: each group's fdatasync in the group commit loop (store/kernel/group_commit.py, its
+  `keep_history`), p50/p90 in ms;
+- `gap`: the loop's time between the end of one sync and the start of the next (waking the
+  producers it covered, waiting for the next to arrive), p50/p90 in ms;
 - `group`: producers released per sync (mean, p50), and bytes per sync;
 - the process's CPU per message (user and system) and its voluntary/involuntary context switches
   per message, from getrusage.
 
     python -m bench.sync_probe [--producers 32] [--seconds 4] [--reps 3] [--switch-interval S]
 
-Nothing in the store is changed: it wraps the running store's flush service instance.
+Nothing in the store is changed: it asks the running store's group commit to keep its syncs'
+figures (syncs the service's own thread makes, at a segment roll or for puts that do not wait,
+are not in them).
 """
 
 from __future__ import annotations
@@ -36,35 +38,14 @@ def _q(values: list[float], fraction: float) -> float:
 
 def probe_round(producers: int, seconds: float, workdir: str | None = None) -> dict:
     from store.message_store import MessageStore
-    syncs: list[float] = []
-    gaps: list[float] = []
-    groups: list[int] = []
-    last_end = [0.0]
     args = argparse.Namespace(workdir=workdir)
     with common.scratch_dir(args, "syncprobe") as root:
         store = MessageStore.open(common.store_config(root, flush_disk_type="SYNC_FLUSH"))
         try:
             service = store.services.flush_service
             queue = service.queue
-            queue_flush, release = queue.flush, service._release_covered
-
-            def timed_flush(least_pages: int = 0) -> bool:
-                start = time.perf_counter()
-                moved = queue_flush(least_pages)
-                end = time.perf_counter()
-                syncs.append(end - start)
-                if last_end[0]:
-                    gaps.append(start - last_end[0])
-                last_end[0] = end
-                return moved
-
-            def counted_release(flushed: int) -> int:
-                released = release(flushed)
-                groups.append(released)
-                return released
-
-            queue.flush = timed_flush       # instance attributes: only this store is wrapped
-            service._release_covered = counted_release
+            group = service._group      # the group commit loop keeps each sync's figures
+            group.keep_history(1 << 20)
             per_thread = max(200, 40_000 // producers)
             work = [common.make_messages(per_thread, 1024, queue_of=lambda n, p=p: p % 8,
                                          start=p * 200_000) for p in range(producers)]
@@ -84,7 +65,7 @@ def probe_round(producers: int, seconds: float, workdir: str | None = None) -> d
 
             threads = [threading.Thread(target=producer, args=(i,)) for i in range(producers)]
             flushed_before = queue.flushed_where
-            syncs.clear(), gaps.clear(), groups.clear()
+            group.take_history()
             usage_before = resource.getrusage(resource.RUSAGE_SELF)
             started = time.perf_counter()
             stop_at[0] = started + seconds
@@ -95,9 +76,13 @@ def probe_round(producers: int, seconds: float, workdir: str | None = None) -> d
             elapsed = time.perf_counter() - started
             usage = resource.getrusage(resource.RUSAGE_SELF)
             flushed_bytes = queue.flushed_where - flushed_before
-            sync_count = len(syncs)
+            history = group.take_history()
         finally:
             store.close()
+    syncs = [record[0] / 1e9 for record in history]
+    gaps = [record[1] / 1e9 for record in history if record[1]]
+    groups = [record[2] for record in history]
+    sync_count = len(history)
     all_lat = [v for lat in latencies for v in lat]
     messages = len(all_lat)
     return {

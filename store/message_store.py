@@ -83,6 +83,7 @@ class MessageStore(LookupsMixin):
         # queues' tuples kept Python's garbage collector busy during puts)
         self._noted_queues: dict[str, set[int]] = {}
         self.services = StoreServices(parts, confirm_offset_of=self.confirm_offset)
+        self._sync_flush = self.services.sync_flush
         self._put_fast = put_fast_state(self, PutMessageResult, PutMessageStatus.PUT_OK) if \
             put_fast is not None and self._plain_puts and self._encode_batch is not None else None
         # The dashboard, the tour and the CLI read internals only through this (store/inspect/).
@@ -187,24 +188,21 @@ class MessageStore(LookupsMixin):
     # -- write path ------------------------------------------------------------------------------
 
     def _refuse_writes(self) -> PutMessageResult | None:
-        if self.closed:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is closed")
-        if self.read_only:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                                    error="store is open read-only")
-        if self.config.broker_role == "SLAVE":
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                                    error="brokerRole is SLAVE: a slave store does not accept puts")
-        if self.services.cleanup.disk_full:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                                    error="disk usage is above the warning level; puts are refused")
-        return None
+        why = ("store is closed" if self.closed else "store is open read-only" if self.read_only
+               else "brokerRole is SLAVE: a slave store does not accept puts"
+               if self.config.broker_role == "SLAVE"
+               else "disk usage is above the warning level; puts are refused"
+               if self.services.cleanup.disk_full else None)
+        return None if why is None else \
+            PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error=why)
 
     def put_message(self, message: Message) -> PutMessageResult:
         """Append one message; returns where it landed, or RocketMQ's status for a refusal."""
         fast = self._put_fast   # the common case in one native call; else None or its born time
         if fast is not None and (done := put_fast(self, message, fast)) is not None:
-            return done if type(done) is PutMessageResult else self._put_one(message, done)
+            if type(done) is PutMessageResult:     # SYNC_FLUSH: it waits for its group commit
+                return done if not self._sync_flush else self.services.await_flush(done, message)
+            return self._put_one(message, done)
         refused = self._refuse_writes()
         if refused is not None:
             return refused

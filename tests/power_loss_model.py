@@ -2,7 +2,8 @@
 
 `SyncRecorder.install` wraps, for paths under one store root, `os.fsync`, `os.fdatasync`, the
 `flush` of every `mmap.mmap` created while installed (msync), `os.replace`, `os.rename`,
-`os.unlink` and `os.remove`. Nothing the engine says about itself (flushed positions, checkpoint
+`os.unlink` and `os.remove`, and gives SYNC_FLUSH's group commit (which syncs from C) the wrapped
+`os.fdatasync`. Nothing the engine says about itself (flushed positions, checkpoint
 fields) is trusted. What survives a cut (`SyncRecorder.image`), the usual POSIX rules on Linux:
 
 * A file's bytes are those of its last sync (fsync, fdatasync or msync of that file), per 4 KiB
@@ -34,6 +35,9 @@ import shutil
 import stat
 import threading
 from collections import Counter
+
+from store.kernel.group_commit import GroupCommit
+from store.services import flush as flush_module
 
 PAGE = 4096
 _DIR = "<dir>"
@@ -205,6 +209,10 @@ class SyncRecorder:
         monkeypatch.setattr(os, "unlink", forgotten(real_unlink))
         monkeypatch.setattr(os, "remove", forgotten(real_remove))
         monkeypatch.setattr(mmap, "mmap", RecordingMmap)
+        # SYNC_FLUSH's group commit syncs from C (store/kernel/c/group_commit.c): give it the
+        # recorded fdatasync, called at the same point of its loop as its own.
+        monkeypatch.setattr(flush_module, "GroupCommit",
+                            lambda: GroupCommit(sync=lambda fd: os.fdatasync(fd)))
 
     # -- the image after a cut -------------------------------------------------------------------
 

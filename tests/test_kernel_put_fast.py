@@ -160,10 +160,6 @@ def _hold_put_lock(store):
     store.commit_log.put_lock.acquire()
 
 
-def _sync_flush(store):
-    store.services.sync_flush = True
-
-
 def _dispatch_requests(store):
     store.commit_log.make_dispatch_requests = True
 
@@ -177,14 +173,13 @@ def _dispatch_requests(store):
     (None, Message("TopicA", b"x" * 70000, 1), "born"),       # more than a segment
     (_disk_full, Message("TopicA", b"x", 1), None),
     (_hold_put_lock, Message("TopicA", b"x", 1), "born"),
-    (_sync_flush, Message("TopicA", b"x", 1), None),
     (_dispatch_requests, Message("TopicA", b"x", 1), None),   # dispatch requests wanted
     (lambda s: setattr(s, "_encode_batch", None), Message("TopicA", b"x", 1), None),
     (lambda s: setattr(s.services, "commit_service", object()), Message("TopicA", b"x", 1), None),
     (lambda s: setattr(s, "read_only", True), Message("TopicA", b"x", 1), None),
     (lambda s: setattr(s.commit_log.mapped_files.files[-1], "wrote_position", 65530),
      Message("TopicA", b"x", 1), "born"),                     # a roll
-], ids=["new-queue", "new-topic", "delay", "too-big", "disk-full", "lock-held", "sync-flush",
+], ids=["new-queue", "new-topic", "delay", "too-big", "disk-full", "lock-held",
         "dispatch-requests", "no-encoder", "commit-service", "read-only", "roll"])
 def test_put_fast_declines_the_uncommon_cases_and_writes_nothing(store, function, change, message,
                                                                  answer):
@@ -199,7 +194,6 @@ def test_put_fast_declines_the_uncommon_cases_and_writes_nothing(store, function
         lock.release()
     store.read_only = False
     store.services.commit_service = None
-    store.services.sync_flush = False
     store.commit_log.make_dispatch_requests = False
 
 
@@ -301,3 +295,62 @@ def test_the_fuzz_target_agrees_with_the_twin_unsanitized():
     for _ in range(2000):
         put_fast_target.put_fast(fuzzer, outcome, Disagreement)
     assert fuzzer.compared["put_fast"] == 2000
+
+
+class _BusyLock:
+    """A put lock whose first `busy` try-acquires fail, as while a put on the Python path holds it."""
+
+    def __init__(self, busy: int):
+        self.busy = busy
+        self.tries = 0
+        self.held = False
+
+    def acquire(self, blocking=True):
+        self.tries += 1
+        if self.tries <= self.busy:
+            return False
+        self.held = True
+        return True
+
+    def release(self):
+        assert self.held
+        self.held = False
+
+
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+@pytest.mark.parametrize("busy, puts", [(0, True), (3, True), (64, True), (65, False)])
+def test_put_fast_waits_a_few_gil_hand_offs_for_a_busy_put_lock(store, function, busy, puts):
+    """A busy put lock is tried again after giving the GIL up, PUT_LOCK_YIELDS (64) times; only
+    then the Python path waits for it (declining at once made a convoy of producers)."""
+    lock = _BusyLock(busy)
+    state = _state(store)
+    state = state[:5] + (lock,) + state[6:]
+    before = _snapshot(store)
+    store.clock_ms.now = 1_700_000_123_456
+    answer = function(store, Message("TopicA", b"x", 1), state)
+    assert lock.tries == min(busy, 64) + 1 and not lock.held
+    if puts:
+        assert type(answer) is PutMessageResult and answer.ok
+        assert store.look_message_by_offset(answer.wrote_offset).body == b"x"
+    else:
+        assert answer == 1_700_000_123_456 and _snapshot(store) == before
+
+
+def test_sync_flush_puts_take_the_fast_path_and_wait_for_their_sync(tmp_path, monkeypatch):
+    """Under SYNC_FLUSH a put is placed by put_fast, then acknowledged once the group commit
+    covers it (StoreServices.await_flush); with a flush that does not come in time, the record
+    stays and the answer is FLUSH_DISK_TIMEOUT."""
+    config = small_config(tmp_path, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=200)
+    with MessageStore.open(config) as store:
+        assert store.put_message(Message("TopicA", b"first", 1)).ok     # notes the queue
+        slow_path = []
+        monkeypatch.setattr(store, "_put_one", lambda *a: slow_path.append(a))
+        result = store.put_message(Message("TopicA", b"second", 1))
+        assert result.ok and not slow_path
+        assert store.pointers()["flushed"] >= result.wrote_offset + result.wrote_bytes
+        store.services.flush_service._group.halt()      # no more syncs
+        store.services.flush_service.shutdown()
+        late = store.put_message(Message("TopicA", b"late", 1))
+        assert late.status is PutMessageStatus.FLUSH_DISK_TIMEOUT and not slow_path
+        assert late.error == "flush did not complete in time"
+        assert store.look_message_by_offset(late.wrote_offset).body == b"late"

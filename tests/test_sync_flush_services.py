@@ -7,6 +7,8 @@
   check() only notes it, recovery deletes it, and every acknowledged message reads back.
 * warmMapedFileEnable writes the preallocated segment's blocks before records land there.
 * The commit log's held sync descriptors are closed with the store.
+
+Every test runs on the compiled group commit (store/kernel/c/group_commit.c) and on its Python twin.
 """
 
 from __future__ import annotations
@@ -15,12 +17,32 @@ import os
 import threading
 import time
 
+import pytest
+
 from tests.engine_util import small_config
 from store.api import Message
+from store.kernel import COMPILED
+from store.kernel import group_commit as group_commit_module
+from store.services import flush as flush_module
 from store.mappedfile import mapped_file as mapped_file_module
 from store.message_store import MessageStore
 
 SEGMENT = 65536
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def group_commit_engine(request, monkeypatch):
+    """The group commit's engine: both sync through `os.fdatasync` as looked up at each sync, so
+    that a test can hold or record the syncs by replacing it."""
+    if request.param == "compiled":
+        if not COMPILED:
+            pytest.skip("the kernel is not built")
+        engine = group_commit_module._native.GroupCommit
+    else:
+        engine = group_commit_module.GroupCommitPy
+    monkeypatch.setattr(flush_module, "GroupCommit",
+                        lambda: engine(sync=lambda fd: os.fdatasync(fd)))
+    return request.param
 
 
 def _segments(config) -> list[str]:
@@ -232,6 +254,30 @@ def test_a_put_whose_sync_does_not_return_in_time_gets_flush_disk_timeout(tmp_pa
         monkeypatch.setattr(os, "fdatasync", stuck_fdatasync)
         result = store.put_message(Message("T", b"late"))
         assert result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
-        assert store.services.flush_service._waiters == []      # it left the waiting list
+        assert store.services.flush_service._group.waiting == 0     # it left the waiting list
         release.set()
         assert store.put_message(Message("T", b"later")).ok
+
+
+def test_a_put_with_wait_false_returns_at_once_and_is_flushed_soon(tmp_path, monkeypatch):
+    """WAIT=false: the put is acknowledged without waiting; the group commit, poked, flushes it
+    although no producer waits for it (RocketMQ's service flushes every 10 ms)."""
+    config = small_config(tmp_path / "s", flush_disk_type="SYNC_FLUSH")
+    with MessageStore.open(config) as store:
+        assert store.put_message(Message("T", b"first")).ok
+        log_dir = os.path.realpath(config.commit_log_dir)
+        release, held = threading.Event(), []
+        real_fdatasync = os.fdatasync
+
+        def held_fdatasync(fd):
+            if os.path.realpath(os.readlink(f"/proc/self/fd/{fd}")).startswith(log_dir):
+                held.append(fd)
+                release.wait(30)
+            return real_fdatasync(fd)
+
+        monkeypatch.setattr(os, "fdatasync", held_fdatasync)
+        result = store.put_message(Message("T", b"no wait", properties={"WAIT": "false"}))
+        assert result.ok            # acknowledged while its sync is held (or not begun)
+        _wait_until(lambda: held)   # a sync began with nobody waiting
+        release.set()
+        _wait_until(lambda: store.pointers()["flushed"] >= result.wrote_offset + result.wrote_bytes)

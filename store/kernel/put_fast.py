@@ -1,7 +1,7 @@
 """`put_fast` (C: c/put_fast.c): `MessageStore.put_message`'s common case in one native call.
 
-The common case: a 4.9-style store without LMQ or batch topics (`_plain_puts`), ASYNC_FLUSH with no
-commit service, no dispatch requests, a queue already noted in topics.json, a message `encode_put`
+The common case: a 4.9-style store without LMQ or batch topics (`_plain_puts`), no commit service
+(under SYNC_FLUSH the caller waits for the group commit after the answer: `StoreServices.await_flush`), no dispatch requests, a queue already noted in topics.json, a message `encode_put`
 takes, a record that fits the last segment, and a put lock that is free. Then one call reads the
 clocks, encodes, places the record (offsets, store time, first 8 bytes last) and answers the
 `PutMessageResult`. Anything else answers before anything is written, None (no clock read yet) or
@@ -15,6 +15,7 @@ tests/test_kernel_put_fast.py compares the two, and stores with and without the 
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 
@@ -22,6 +23,7 @@ from store.kernel import COMPILED, _native
 
 RESULT_FIELDS = ("status", "wrote_offset", "wrote_bytes", "msg_id", "queue_offset", "store_timestamp",
                  "message_count", "msg_ids", "error")     # PutMessageResult's slots, in order
+PUT_LOCK_YIELDS = 64    # as c/put_fast.c
 _OFFSETS = struct.Struct(">qq").pack_into
 _LONG = struct.Struct(">q").pack_into
 
@@ -59,7 +61,7 @@ def put_fast_py(store, message, state, encode_put=None):
     if not isinstance(result_cls, type) or result_cls.__dict__.get("__slots__") != RESULT_FIELDS:
         raise TypeError("put_fast: the result class must be a slots class with PutMessageResult's "
                         "fields")
-    if store.closed or store.read_only or cleanup.disk_full or services.sync_flush or \
+    if store.closed or store.read_only or cleanup.disk_full or \
             commit_log.make_dispatch_requests or config.broker_role == "SLAVE" or \
             services.commit_service is not None or store._encode_batch is not encoder:
         return None
@@ -78,8 +80,14 @@ def put_fast_py(store, message, state, encode_put=None):
         return born
     kind = sys_flag & 0x0C
     queued = kind != 0x04 and kind != 0x0C
-    if not lock.acquire(False):
-        return born
+    # The lock only with the GIL held; a busy one's holder (the Python path) needs the GIL to go
+    # on: give it up (os.sched_yield releases it) a few times before the Python path waits.
+    for tries in range(PUT_LOCK_YIELDS + 1):
+        if lock.acquire(False):
+            break
+        if tries == PUT_LOCK_YIELDS:
+            return born
+        os.sched_yield()
     try:
         files = mapped_files.files
         if type(files) is not list or not files:

@@ -263,6 +263,24 @@ class MappedFile:
         finally:
             os.close(fd)
 
+    def sync_fd(self) -> int:
+        """The descriptor `flush` syncs through, opened now if need be and held until close (the
+        group commit's loop syncs a duplicate of it, store/kernel/group_commit.py)."""
+        self._check_writable()
+        with self._flush_lock:
+            if self.destroyed:
+                raise ValueError(f"{self.path} is closed")
+            if self._sync_fd < 0:
+                self._sync_fd = os.open(self.path, os.O_RDWR)
+            return self._sync_fd
+
+    def note_flushed(self, position: int) -> None:
+        """Someone else synced the file up to `position` (the group commit's loop): move
+        `flushed_position` there (never back)."""
+        with self._flush_lock:
+            if position > self.flushed_position:
+                self.flushed_position = min(position, self.file_size_bytes)
+
     def zero_from(self, position: int) -> None:
         """Zero every non-zero byte from `position` to the end of the file (cut data stays cut).
 

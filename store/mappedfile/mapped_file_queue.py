@@ -38,7 +38,10 @@ class MappedFileQueue:
         self.read_only = read_only
         self.allow_empty_last_file = allow_empty_last_file
         self.files: list[MappedFile] = []
-        self.flushed_where = 0
+        self._flushed_where = 0
+        # SYNC_FLUSH's group commit syncs the commit log outside the GIL and moves only its own
+        # `flushed` (store/kernel/group_commit.py): set here, `flushed_where` is never below it.
+        self.flush_floor = None
         self.committed_where = 0
         self.problems = LoadProblems()
         # Guards the list of files against concurrent create/delete; appends are serialized by the
@@ -165,6 +168,20 @@ class MappedFileQueue:
                 return candidate
         return None
 
+    @property
+    def flushed_where(self) -> int:
+        """End of what is forced to disk (the group commit's figure if that is further)."""
+        floor = self.flush_floor
+        if floor is not None:
+            synced = floor.flushed
+            if synced > self._flushed_where:
+                return synced
+        return self._flushed_where
+
+    @flushed_where.setter
+    def flushed_where(self, value: int) -> None:
+        self._flushed_where = value
+
     def min_offset(self) -> int:
         first = self.first_file()
         return first.file_from_offset if first else 0
@@ -251,6 +268,15 @@ class MappedFileQueue:
         """After recovery: committed and flushed offsets of the queue."""
         self.flushed_where = offset
         self.committed_where = offset
+
+    def note_flushed(self, offset: int) -> None:
+        """Someone else synced up to `offset` (SYNC_FLUSH's group commit loop): move
+        `flushed_where` and that file's `flushed_position` there, never back."""
+        if offset > self._flushed_where:
+            mapped = self.find_file(offset - 1)
+            if mapped is not None:
+                mapped.note_flushed(offset - mapped.file_from_offset)
+            self._flushed_where = offset
 
     def flush(self, least_pages: int = 0) -> bool:
         """Flush the file holding `flushed_where`; True if the flushed offset moved."""

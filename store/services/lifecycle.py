@@ -8,6 +8,8 @@ checkpoint and the consumer offsets, and delete `abort` only when dispatch had c
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import threading
 
@@ -245,6 +247,14 @@ class StoreServices:
         flushed = self.flush_service.wait_flushed(appended.wrote_offset + appended.wrote_bytes,
                                                   self.parts.config.sync_flush_timeout)
         return PutMessageStatus.PUT_OK if flushed else PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+    def await_flush(self, result, message):
+        """SYNC_FLUSH after `put_fast`'s append: `result` once the group commit covers it, else
+        the same with FLUSH_DISK_TIMEOUT (as `after_append` says for the Python path)."""
+        status = self.after_append(result, (message,))
+        if status is PutMessageStatus.PUT_OK:
+            return result
+        return dataclasses.replace(result, status=status, error="flush did not complete in time")
 
     def shutdown(self) -> None:
         parts = self.parts

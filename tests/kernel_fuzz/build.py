@@ -65,7 +65,9 @@ def sanitizer_env(base: dict[str, str] | None = None) -> dict[str, str]:
         "LD_PRELOAD": asan,
         "PYTHONMALLOC": "malloc",
         "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=64:"
-                        "malloc_context_size=10",
+                        "malloc_context_size=10:"
+                        # the group commit's waiters live on their producers' stacks
+                        "detect_stack_use_after_return=1",
         "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
         "RMQ_KERNEL": "python",        # store.kernel keeps to its twins; the driver loads the build
         "PYTHONFAULTHANDLER": "1",     # the Python stack too when a report aborts

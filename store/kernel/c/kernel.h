@@ -26,6 +26,7 @@
  * | query_hints.c | prefetches of a key query's slot, index entry and records (no answer depends on them) |
  * | put_fast.c| put_fast: a single put's common case (checks, encode, lock, place, result) in one |
  * | prefault.c| prefault: madvise(MADV_POPULATE_WRITE) ahead of the writer in a map, GIL released |
+ * | group_commit.c | GroupCommit: SYNC_FLUSH's group commit, its syncs and wake-ups outside the GIL |
  * | groups.c  | span_groups: distinct byte spans (+ a tag) numbered in np.unique's order (queues, TAGS) |
  * | module.c  | the method table and module init                                              |
  *
@@ -220,6 +221,9 @@ extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[]
 PyObject *rmq_encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *rmq_place_batch(PyObject *self, PyObject *args);
 extern const char rmq_encode_batch_doc[], rmq_place_batch_doc[];
+/* group_commit.c: adds the type GroupCommit and its GC_* reasons to the module. */
+int rmq_group_commit_init(PyObject *module);
+
 /* prefault.c */
 PyObject *rmq_prefault(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_prefault_doc[];

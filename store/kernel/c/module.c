@@ -55,7 +55,8 @@ PyMODINIT_FUNC PyInit__kernel(void)
         PyModule_AddIntConstant(m, "STOP_BLANK", STOP_BLANK) < 0 ||
         PyModule_AddIntConstant(m, "STOP_INVALID", STOP_INVALID) < 0 ||
         PyModule_AddIntConstant(m, "STOP_FULL", STOP_FULL) < 0 ||
-        PyModule_AddStringConstant(m, "CRC", rmq_crc_name()) < 0) {
+        PyModule_AddStringConstant(m, "CRC", rmq_crc_name()) < 0 ||
+        rmq_group_commit_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,10 +1,11 @@
-/* put_fast: MessageStore.put_message's common case (4.9 style, ASYNC_FLUSH without a commit service,
- * no dispatch requests, a queue already in topics.json, a record that fits the last segment) in one
- * call: the refusal checks, the born-time clock, encode_put, the put lock (try-acquired, never
- * waited for), the store-time clock kept non-decreasing, the placement of the record (offsets and
+/* put_fast: MessageStore.put_message's common case (4.9 style, no commit service, no dispatch
+ * requests, a queue already in topics.json, a record that fits the last segment) in one call: the
+ * refusal checks, the born-time clock, encode_put, the put lock (taken only with the GIL held; a
+ * busy one waited for by giving the GIL up, a few times), the store-time clock kept non-decreasing, the placement of the record (offsets and
  * store time patched, the bytes after the first 8 copied first, TOTALSIZE and magic last), the
  * segment's wrote_position, the queue offset table, last_store_timestamp, and the PutMessageResult
- * (built in its slots, as result.c builds GetMessageResult).
+ * (built in its slots, as result.c builds GetMessageResult). Under SYNC_FLUSH the caller then waits
+ * for the group commit (StoreServices.await_flush).
  *
  * Anything else answers before anything is written, None (no clock read yet) or the born time it
  * read, and the caller runs the Python path (MessageStore.put_message's own code, with that born
@@ -13,9 +14,11 @@
  * state tuple holds only objects a store keeps for its lifetime. Twin: store/kernel/put_fast.py. */
 
 #include "kernel.h"
+#include <sched.h>
 #include <time.h>
 
 #define N_PUT_FIELDS 9
+#define PUT_LOCK_YIELDS 64       /* GIL hand-offs to wait for a busy put lock (see below) */
 static const char *const put_fields[N_PUT_FIELDS] = {
     "status", "wrote_offset", "wrote_bytes", "msg_id", "queue_offset", "store_timestamp",
     "message_count", "msg_ids", "error",
@@ -24,7 +27,7 @@ static PyTypeObject *put_cls;
 static Py_ssize_t put_offset[N_PUT_FIELDS];
 
 static PyObject *s_closed, *s_read_only, *s_broker_role, *s_disk_full, *s_commit_service,
-    *s_sync_flush, *s_encode_batch, *s_make_requests, *s_clock_ms, *s_last_ts, *s_files,
+    *s_encode_batch, *s_make_requests, *s_clock_ms, *s_last_ts, *s_files,
     *s_wrote_position, *s_file_size, *s_file_from, *s_write_buffer, *s_buffer, *s_queue_offsets,
     *s_prefix, *s_acquire, *s_release, *s_slave, *s_topic, *s_queue_id;
 
@@ -35,7 +38,7 @@ static int intern_names(void)
 #define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
     INTERN(s_closed, "closed"); INTERN(s_read_only, "read_only"); INTERN(s_broker_role, "broker_role");
     INTERN(s_disk_full, "disk_full"); INTERN(s_commit_service, "commit_service");
-    INTERN(s_sync_flush, "sync_flush"); INTERN(s_encode_batch, "_encode_batch");
+    INTERN(s_encode_batch, "_encode_batch");
     INTERN(s_make_requests, "make_dispatch_requests"); INTERN(s_clock_ms, "clock_ms");
     INTERN(s_last_ts, "last_store_timestamp"); INTERN(s_files, "files");
     INTERN(s_wrote_position, "wrote_position"); INTERN(s_file_size, "file_size_bytes");
@@ -141,7 +144,7 @@ PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     /* _refuse_writes' conditions and the put path's choices: any of them, the Python path. */
     int flag;
     if ((flag = attr_true(store, s_closed)) != 0 || (flag = attr_true(store, s_read_only)) != 0 ||
-        (flag = attr_true(cleanup, s_disk_full)) != 0 || (flag = attr_true(services, s_sync_flush)) != 0 ||
+        (flag = attr_true(cleanup, s_disk_full)) != 0 ||
         (flag = attr_true(commit_log, s_make_requests)) != 0)
         return flag < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *value = PyObject_GetAttr(config, s_broker_role);
@@ -207,14 +210,26 @@ PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int kind = sys_flag & 0x0C;
     int queued = kind != 0x04 && kind != 0x0C;
 
-    /* The put lock, taken only if free: a put that would wait runs the Python path, which waits. */
-    PyObject *got = PyObject_CallMethodOneArg(lock, s_acquire, Py_False);
-    if (got == NULL)
-        goto error;
-    locked = got == Py_True;
-    Py_DECREF(got);
-    if (!locked)
-        goto decline;
+    /* The put lock, taken only while the GIL is held. When it is busy, its holder is a put on the
+     * Python path (this path holds it only with the GIL), which needs the GIL to go on: give the
+     * GIL up for a moment and try again, up to PUT_LOCK_YIELDS times, then the Python path waits.
+     * Declining at once made a convoy of several producers: the Python path's blocking acquire
+     * takes the lock, then waits for the GIL with it held, so the next producer's try fails too
+     * and takes the Python path (4 producers: 14,070 of 80,000 puts, 259 -> 58 k msg/s). */
+    for (int tries = 0;; tries++) {
+        PyObject *got = PyObject_CallMethodOneArg(lock, s_acquire, Py_False);
+        if (got == NULL)
+            goto error;
+        locked = got == Py_True;
+        Py_DECREF(got);
+        if (locked)
+            break;
+        if (tries == PUT_LOCK_YIELDS)
+            goto decline;
+        Py_BEGIN_ALLOW_THREADS
+        sched_yield();
+        Py_END_ALLOW_THREADS
+    }
     PyObject *files = PyObject_GetAttr(mapped_files, s_files);
     if (files == NULL)
         goto error;
