@@ -37,6 +37,7 @@ which use it, stay at the bottom of the import graph.
 | encode_batch, place_batch | a put's records encoded in one call (None: ask), placed with offsets, time and msgIds in one (`put_batch.py`, twins there) |
 | put_fast        | a single put's common case in one call: checks, clocks, encode, lock, place, result (`put_fast.py`, twin there) |
 | prefault        | madvise(MADV_POPULATE_WRITE) over whole pages of a writable mmap, GIL released (`prefault.py`, twin there) |
+| GroupCommit     | SYNC_FLUSH's group commit loop: syncs and producer wake-ups with the GIL released (`group_commit.py`, twin `GroupCommitPy` there) |
 | span_groups     | distinct byte spans (+ an int64 tag) numbered in np.unique's order: queues of scan rows, TAGS values (`scan_groups.py`, twin there; GIL released) |
 
 The loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL in C when
