@@ -38,6 +38,14 @@ def fd(tmp_path):
     os.close(descriptor)
 
 
+def _until_waiting(group, count: int) -> None:
+    """Until `count` producers wait on `group` (30 s at most)."""
+    deadline = time.monotonic() + 30
+    while group.waiting < count:
+        assert time.monotonic() < deadline, f"{group.waiting} waiting, not {count}"
+        time.sleep(0.001)
+
+
 class _Flusher:
     """`run` looped on a thread until stopped; every (reason, flushed, syncs) kept."""
 
@@ -101,10 +109,7 @@ def test_a_sync_covers_the_highest_offset_awaited_when_it_began(engine, fd):
     late = [threading.Thread(target=produce, args=(20 + n,)) for n in range(5)]
     for thread in late:
         thread.start()
-    deadline = time.monotonic() + 30
-    while group.waiting < 6:            # the first one and the five late ones
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    _until_waiting(group, 6)  # the first one and the five late ones
     release.set()
     for thread in [first] + late:
         thread.join(30)
@@ -132,10 +137,7 @@ def test_release_wakes_only_the_producers_it_covers(engine):
                for o in (5, 15)]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 30
-    while group.waiting < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    _until_waiting(group, 2)
     group.release(10)
     threads[0].join(30)
     assert results == {5: True} and group.waiting == 1
@@ -153,10 +155,7 @@ def test_stop_makes_every_waiter_give_up_now_and_later(engine, fd):
     results = []
     thread = threading.Thread(target=lambda: results.append(group.wait(100, 30_000)))
     thread.start()
-    deadline = time.monotonic() + 30
-    while group.waiting < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    _until_waiting(group, 1)
     group.stop()
     thread.join(30)
     assert results == [False] and group.waiting == 0
@@ -211,10 +210,7 @@ def test_a_failing_sync_raises_from_run_and_releases_nobody(engine, fd):
     results = []
     thread = threading.Thread(target=lambda: results.append(group.wait(10, 300)))
     thread.start()
-    deadline = time.monotonic() + 30
-    while group.waiting < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    _until_waiting(group, 1)
     with pytest.raises(OSError, match="Input/output error"):
         group.run(fd, 1000, 1000, 1000)
     thread.join(30)
