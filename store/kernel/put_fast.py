@@ -1,10 +1,11 @@
 """`put_fast` (C: c/put_fast.c): `MessageStore.put_message`'s common case in one native call.
 
 The common case: a 4.9-style store without LMQ or batch topics (`_plain_puts`), no commit service
-(under SYNC_FLUSH the caller waits for the group commit after the answer: `StoreServices.await_flush`), no dispatch requests, a queue already noted in topics.json, a message `encode_put`
-takes, a record that fits the last segment, and a put lock that is free. Then one call reads the
-clocks, encodes, places the record (offsets, store time, first 8 bytes last) and answers the
-`PutMessageResult`. Anything else answers before anything is written, None (no clock read yet) or
+(under SYNC_FLUSH the caller waits for the group commit after the answer:
+`StoreServices.await_flush`), no dispatch requests, a queue already noted in topics.json, a message
+`encode_put` takes, a record that fits the last segment, and a put lock that is free or freed while
+this gives the GIL up (64 times at most). Then one call reads the clocks, encodes, places the
+record (offsets, store time, first 8 bytes last) and answers the `PutMessageResult`. Anything else answers before anything is written, None (no clock read yet) or
 the born time it read, and the store's Python path runs (with that born time), so every refusal
 keeps its status and sentence and a clock is read as often as the Python path reads it.
 

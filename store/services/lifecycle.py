@@ -9,7 +9,6 @@ checkpoint and the consumer offsets, and delete `abort` only when dispatch had c
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import threading
 

@@ -1,11 +1,12 @@
 /* put_fast: MessageStore.put_message's common case (4.9 style, no commit service, no dispatch
  * requests, a queue already in topics.json, a record that fits the last segment) in one call: the
  * refusal checks, the born-time clock, encode_put, the put lock (taken only with the GIL held; a
- * busy one waited for by giving the GIL up, a few times), the store-time clock kept non-decreasing, the placement of the record (offsets and
- * store time patched, the bytes after the first 8 copied first, TOTALSIZE and magic last), the
- * segment's wrote_position, the queue offset table, last_store_timestamp, and the PutMessageResult
- * (built in its slots, as result.c builds GetMessageResult). Under SYNC_FLUSH the caller then waits
- * for the group commit (StoreServices.await_flush).
+ * busy one waited for by giving the GIL up, a few times), the store-time clock kept
+ * non-decreasing, the placement of the record (offsets and store time patched, the bytes after the
+ * first 8 copied first, TOTALSIZE and magic last), the segment's wrote_position, the queue offset
+ * table, last_store_timestamp, and the PutMessageResult (built in its slots, as result.c builds
+ * GetMessageResult). Under SYNC_FLUSH the caller then waits for the group commit
+ * (StoreServices.await_flush).
  *
  * Anything else answers before anything is written, None (no clock read yet) or the born time it
  * read, and the caller runs the Python path (MessageStore.put_message's own code, with that born
