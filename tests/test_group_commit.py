@@ -233,14 +233,8 @@ def test_many_producers_are_each_released_by_a_sync_that_covers_them(engine, fd)
     plans = [[(rng.randrange(1, 5000), rng.choice([0, 1, 5000])) for _ in range(40)]
              for _ in range(12)]
     wrong = []
-
-    def produce(plan):
-        for offset, timeout_ms in plan:
-            ok = group.wait(offset, timeout_ms)
-            if ok and group.flushed < offset:
-                wrong.append((offset, group.flushed))
-
-    threads = [threading.Thread(target=produce, args=(plan,)) for plan in plans]
+    threads = [threading.Thread(target=group_commit_target.produce, args=(group, plan, wrong))
+               for plan in plans]
     for thread in threads:
         thread.start()
     for thread in threads:

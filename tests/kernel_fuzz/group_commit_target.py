@@ -22,6 +22,15 @@ from store.kernel import group_commit as gc
 from tests.kernel_fuzz.edges import INT64_EDGES, OUT_OF_RANGE
 
 
+def produce(group, plan, wrong: list) -> None:
+    """A producer: `wait(offset, timeout_ms)` for each of `plan`; a True answer not covered by
+    `flushed` when it returns goes to `wrong` (tests/test_group_commit.py runs it too)."""
+    for offset, timeout_ms in plan:
+        ok = group.wait(offset, timeout_ms)
+        if ok and group.flushed < offset:
+            wrong.append((offset, group.flushed))
+
+
 def _argument_edges(fuzzer, outcome, disagreement, native_type) -> None:
     rng = fuzzer.rng
     values = INT64_EDGES + OUT_OF_RANGE + [0, 1, 2**31 - 1, 2**31, 86_400_000, 86_400_001,
@@ -97,13 +106,7 @@ def group_commit(fuzzer, outcome, disagreement) -> None:
                 if reason == gc.HALTED:
                     return
 
-        def producer(plan):
-            for offset, timeout_ms in plan:
-                ok = group.wait(offset, timeout_ms)
-                if ok and group.flushed < offset:
-                    wrong.append((offset, group.flushed))
-
-        threads = [threading.Thread(target=producer, args=(plan,)) for plan in plans]
+        threads = [threading.Thread(target=produce, args=(group, plan, wrong)) for plan in plans]
         runner = threading.Thread(target=flusher)
         runner.start()
         for thread in threads:
