@@ -152,6 +152,33 @@ def test_put_fast_answers_the_common_put(store, function):
     assert got.body == b"second" and got.store_timestamp == result.store_timestamp
 
 
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+def test_put_fast_puts_a_queues_first_message_and_notes_the_queue(store, function):
+    """A queue not yet in topics.json (of a topic already put to): put, then noted as the Python
+    path's _acknowledge notes it (topics.json's queue numbers, the store's noted queues)."""
+    assert store.topics.get("TopicA").write_queue_nums == 8
+    result = function(store, Message("TopicA", b"q", 11), _state(store))
+    assert result.ok and result.queue_offset == 0
+    assert 11 in store._noted_queues["TopicA"]
+    config = store.topics.get("TopicA")
+    assert (config.read_queue_nums, config.write_queue_nums) == (12, 12)
+    assert store.commit_log.queue_offsets[("TopicA", 11)] == 1
+    assert store.look_message_by_offset(result.wrote_offset).queue_id == 11
+
+
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+def test_an_error_noting_the_queue_comes_after_the_put_as_on_the_python_path(store, function,
+                                                                              monkeypatch):
+    def broken(topic, queue_id):
+        raise OSError("topics.json: disk gone")
+    monkeypatch.setattr(store, "_note_topic", broken)
+    before = store.commit_log.mapped_files.files[-1].wrote_position
+    with pytest.raises(OSError, match="disk gone"):
+        function(store, Message("TopicA", b"q", 5), _state(store))
+    assert store.commit_log.mapped_files.files[-1].wrote_position > before   # written
+    assert store.commit_log.queue_offsets[("TopicA", 5)] == 1
+
+
 def _disk_full(store):
     store.services.cleanup.disk_full = True
 
@@ -167,8 +194,7 @@ def _dispatch_requests(store):
 @pytest.mark.parametrize("function", FAST_FUNCTIONS)
 # "born": declined after reading the born time, which it answers (the Python path puts with it).
 @pytest.mark.parametrize("change, message, answer", [
-    (None, Message("TopicA", b"x", 2), None),                 # a queue not yet in topics.json
-    (None, Message("TopicNew", b"x", 1), None),               # a topic not yet in topics.json
+    (None, Message("TopicNeverPutAnywhere", b"x", 1), "born"),   # a topic never validated
     (None, Message("TopicA", b"x", 1, properties={"DELAY": "2"}), "born"),
     (None, Message("TopicA", b"x" * 70000, 1), "born"),       # more than a segment
     (_disk_full, Message("TopicA", b"x", 1), None),
@@ -179,7 +205,7 @@ def _dispatch_requests(store):
     (lambda s: setattr(s, "read_only", True), Message("TopicA", b"x", 1), None),
     (lambda s: setattr(s.commit_log.mapped_files.files[-1], "wrote_position", 65530),
      Message("TopicA", b"x", 1), "born"),                     # a roll
-], ids=["new-queue", "new-topic", "delay", "too-big", "disk-full", "lock-held",
+], ids=["new-topic", "delay", "too-big", "disk-full", "lock-held",
         "dispatch-requests", "no-encoder", "commit-service", "read-only", "roll"])
 def test_put_fast_declines_the_uncommon_cases_and_writes_nothing(store, function, change, message,
                                                                  answer):
@@ -348,7 +374,7 @@ def test_sync_flush_puts_take_the_fast_path_and_wait_for_their_sync(tmp_path, mo
         result = store.put_message(Message("TopicA", b"second", 1))
         assert result.ok and not slow_path
         assert store.pointers()["flushed"] >= result.wrote_offset + result.wrote_bytes
-        store.services.flush_service._group.halt()      # no more syncs
+        store.services.flush_service.group.halt()      # no more syncs
         store.services.flush_service.shutdown()
         late = store.put_message(Message("TopicA", b"late", 1))
         assert late.status is PutMessageStatus.FLUSH_DISK_TIMEOUT and not slow_path

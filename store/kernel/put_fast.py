@@ -2,12 +2,14 @@
 
 The common case: a 4.9-style store without LMQ or batch topics (`_plain_puts`), no commit service
 (under SYNC_FLUSH the caller waits for the group commit after the answer:
-`StoreServices.await_flush`), no dispatch requests, a queue already noted in topics.json, a message
-`encode_put` takes, a record that fits the last segment, and a put lock that is free or freed while
-this gives the GIL up (64 times at most). Then one call reads the clocks, encodes, places the
-record (offsets, store time, first 8 bytes last) and answers the `PutMessageResult`. Anything else answers before anything is written, None (no clock read yet) or
-the born time it read, and the store's Python path runs (with that born time), so every refusal
-keeps its status and sentence and a clock is read as often as the Python path reads it.
+`StoreServices.await_flush`), no dispatch requests, a message `encode_put` takes (its topic already
+validated), a record that fits the last segment, and a put lock that is free or freed while this
+gives the GIL up (64 times at most). Then one call reads the clocks, encodes, places the record
+(offsets, store time, first 8 bytes last) and answers the `PutMessageResult`; a queue's first put
+then notes it in topics.json (`store._note_topic`, as `_acknowledge`), the put lock released.
+Anything else answers before anything is written, None (no clock read yet) or the born time it read,
+and the store's Python path runs (with that born time), so every refusal keeps its status and
+sentence and a clock is read as often as the Python path reads it.
 
 `put_fast_py` is the twin: the same steps in Python over the same objects (it uses the compiled
 `encode_put`, which has no Python twin; without the kernel there is no fast path: `put_fast` is None).
@@ -65,10 +67,6 @@ def put_fast_py(store, message, state, encode_put=None):
     if store.closed or store.read_only or cleanup.disk_full or \
             commit_log.make_dispatch_requests or config.broker_role == "SLAVE" or \
             services.commit_service is not None or store._encode_batch is not encoder:
-        return None
-    topic, queue_id = message.topic, message.queue_id
-    queues = noted.get(topic) if type(topic) is str else None
-    if type(queues) not in (set, frozenset) or queue_id not in queues:
         return None
     born = _clock(store, default_clock)
     encoded = (encode_put or _native.encode_put)(message, context, born)
@@ -130,7 +128,11 @@ def put_fast_py(store, message, state, encode_put=None):
         commit_log.last_store_timestamp = store_ts
     finally:
         lock.release()
-    return result_cls(put_ok, phy, size, msg_id, queue_offset, store_ts, 1, (msg_id,), None)
+    result = result_cls(put_ok, phy, size, msg_id, queue_offset, store_ts, 1, (msg_id,), None)
+    queues = noted.get(topic)       # _acknowledge's first step: a queue's first put notes it
+    if type(queues) not in (set, frozenset) or queue_id not in queues:
+        store._note_topic(topic, queue_id)
+    return result
 
 
 put_fast = _native.put_fast if COMPILED else None

@@ -5,7 +5,7 @@ Input: a stand-in store (plain objects with the attributes put_fast reads) whose
 int64 edge values (wrote_position, file_size_bytes, file_from_offset, the queue offset in the table,
 last_store_timestamp), a segment buffer of random size, read-only or not, flags that decline, a held
 or free lock, a non-ASCII msgId prefix, result classes with other slots, and a message from a small
-pool (common, delayed, oversized, a queue not noted). Each execution runs the C on one copy of the
+pool (common, delayed, oversized, a queue not noted, one whose noting raises). Each execution runs the C on one copy of the
 state and the twin on another and compares the outcomes, the buffers and the state after.
 """
 
@@ -30,7 +30,8 @@ _MESSAGES = [Message("TopicA", b"x" * 40, 1, tags="t", keys=["a"]),
              Message("TopicA", b"y" * 300, 1, sys_flag=4),
              Message("TopicA", b"d", 1, properties={"DELAY": "1"}),
              Message("TopicA", b"z" * 66000, 1),
-             Message("TopicA", b"q", 2)]
+             Message("TopicA", b"q", 2),
+             Message("TopicA", b"r", 7)]       # noting its queue raises, after the put
 
 
 class _Bag:
@@ -62,25 +63,32 @@ def _case(rng, buffer_size):
     lock = threading.Lock()
     if rng.random() < 0.05:
         lock.acquire()
+    noted = {"TopicA": {1}}
+
+    def note_topic(topic, queue_id):     # MessageStore._note_topic's effect on the noted queues
+        if queue_id > 5:
+            raise ValueError(f"queue {queue_id} of {topic}: no such queue")
+        noted.setdefault(topic, set()).add(queue_id)
     store = _Bag(closed=False, read_only=rng.random() < 0.05, clock_ms=lambda: 1_650_000_000_000,
-                 _encode_batch=_native_encoder)
+                 _encode_batch=_native_encoder, _note_topic=note_topic)
     result_cls = PutMessageResult if rng.random() < 0.95 else _other_result()
     state = (commit_log, services, cleanup, config, mapped_files, lock, _SETTINGS.kernel_context,
-             {"TopicA": {1}}, result_cls, PutMessageStatus.PUT_OK, None, _native_encoder)
+             noted, result_cls, PutMessageStatus.PUT_OK, None, _native_encoder)
     return store, state, mapped, commit_log
 
 
 _native_encoder = object()      # identity only: put_fast checks store._encode_batch is state[11]
 
 
-def _after(answer, mapped, commit_log):
+def _after(answer, mapped, commit_log, noted):
     value = answer[1] if answer[0] == "ok" else None
     fields = (tuple(repr(getattr(value, name, None)) for name in (
         "status", "wrote_offset", "wrote_bytes", "msg_id", "queue_offset", "store_timestamp",
         "message_count", "msg_ids", "error")) if value is not None and not isinstance(value, int)
         else value)
     return (answer[0], answer[1:] if answer[0] != "ok" else fields, bytes(mapped.buffer),
-            mapped.wrote_position, dict(commit_log.queue_offsets), commit_log.last_store_timestamp)
+            mapped.wrote_position, dict(commit_log.queue_offsets), commit_log.last_store_timestamp,
+            sorted(noted.items()))
 
 
 def put_fast(fuzzer, outcome, disagreement) -> None:
@@ -95,7 +103,8 @@ def put_fast(fuzzer, outcome, disagreement) -> None:
     twin = functools.partial(put_fast_py, encode_put=fuzzer.native.encode_put)
     for function in (fuzzer.native.put_fast, twin):
         store, state, mapped, commit_log = _case(type(rng)(seed), buffer_size)
-        answers.append(_after(outcome(function, store, message, state), mapped, commit_log))
+        answers.append(_after(outcome(function, store, message, state), mapped, commit_log,
+                              state[7]))
     fuzzer.executions["put_fast"] += 1
     fuzzer.compared["put_fast"] += 1
     if answers[0] != answers[1]:

@@ -1,11 +1,12 @@
 /* put_fast: MessageStore.put_message's common case (4.9 style, no commit service, no dispatch
- * requests, a queue already in topics.json, a record that fits the last segment) in one call: the
+ * requests, a topic already validated, a record that fits the last segment) in one call: the
  * refusal checks, the born-time clock, encode_put, the put lock (taken only with the GIL held; a
  * busy one waited for by giving the GIL up, a few times), the store-time clock kept
  * non-decreasing, the placement of the record (offsets and store time patched, the bytes after the
  * first 8 copied first, TOTALSIZE and magic last), the segment's wrote_position, the queue offset
  * table, last_store_timestamp, and the PutMessageResult (built in its slots, as result.c builds
- * GetMessageResult). Under SYNC_FLUSH the caller then waits for the group commit
+ * GetMessageResult); then, lock released, a queue's first put notes it in topics.json
+ * (store._note_topic, as _acknowledge). Under SYNC_FLUSH the caller then waits for the group commit
  * (StoreServices.await_flush).
  *
  * Anything else answers before anything is written, None (no clock read yet) or the born time it
@@ -30,11 +31,11 @@ static Py_ssize_t put_offset[N_PUT_FIELDS];
 static PyObject *s_closed, *s_read_only, *s_broker_role, *s_disk_full, *s_commit_service,
     *s_encode_batch, *s_make_requests, *s_clock_ms, *s_last_ts, *s_files,
     *s_wrote_position, *s_file_size, *s_file_from, *s_write_buffer, *s_buffer, *s_queue_offsets,
-    *s_prefix, *s_acquire, *s_release, *s_slave, *s_topic, *s_queue_id;
+    *s_prefix, *s_acquire, *s_release, *s_slave, *s_note_topic;
 
 static int intern_names(void)
 {
-    if (s_queue_id != NULL)
+    if (s_note_topic != NULL)
         return 0;
 #define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
     INTERN(s_closed, "closed"); INTERN(s_read_only, "read_only"); INTERN(s_broker_role, "broker_role");
@@ -46,7 +47,7 @@ static int intern_names(void)
     INTERN(s_file_from, "file_from_offset"); INTERN(s_write_buffer, "write_buffer");
     INTERN(s_buffer, "buffer"); INTERN(s_queue_offsets, "queue_offsets");
     INTERN(s_prefix, "_msg_id_prefix"); INTERN(s_acquire, "acquire"); INTERN(s_release, "release");
-    INTERN(s_slave, "SLAVE"); INTERN(s_topic, "topic"); INTERN(s_queue_id, "queue_id");
+    INTERN(s_slave, "SLAVE"); INTERN(s_note_topic, "_note_topic");
 #undef INTERN
     return 0;
 }
@@ -110,6 +111,24 @@ static PyObject *read_clock(PyObject *owner, PyObject *default_clock)
     return now;
 }
 
+/* _acknowledge's first step: a queue not yet in topics.json (store._noted_queues) is noted there by
+ * store._note_topic(topic, queue_id), after the append, with the put lock released. */
+static int note_queue(PyObject *store, PyObject *noted, PyObject *encoded)
+{
+    PyObject *topic = PyTuple_GET_ITEM(encoded, 1), *queue_id = PyTuple_GET_ITEM(encoded, 2);
+    PyObject *queues = PyDict_GetItemWithError(noted, topic);
+    if (queues == NULL && PyErr_Occurred())
+        return -1;
+    int flag = queues != NULL && PyAnySet_CheckExact(queues) ? PySet_Contains(queues, queue_id) : 0;
+    if (flag != 0)
+        return flag < 0 ? -1 : 0;
+    PyObject *done = PyObject_CallMethodObjArgs(store, s_note_topic, topic, queue_id, NULL);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
 const char rmq_put_fast_doc[] = (
 "put_fast(store, message, state) -> PutMessageResult | int | None\n\n"
 "MessageStore.put_message's common case in one call (see c/put_fast.c). state: (commit_log,\n"
@@ -165,22 +184,6 @@ PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(value);
     if (value != encoder)
         return Py_NewRef(Py_None);
-
-    /* A queue not yet noted in topics.json: the Python path notes it after its append. */
-    PyObject *topic = PyObject_GetAttr(message, s_topic);
-    if (topic == NULL)
-        return NULL;
-    PyObject *queue_id = PyObject_GetAttr(message, s_queue_id);
-    if (queue_id == NULL) {
-        Py_DECREF(topic);
-        return NULL;
-    }
-    PyObject *queues = PyUnicode_CheckExact(topic) ? PyDict_GetItemWithError(noted, topic) : NULL;
-    flag = queues != NULL && PyAnySet_CheckExact(queues) ? PySet_Contains(queues, queue_id) : 0;
-    Py_DECREF(topic);
-    Py_DECREF(queue_id);
-    if (flag <= 0)
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
 
     PyObject *born = read_clock(store, default_clock);
     if (born == NULL)
@@ -371,6 +374,8 @@ done:
             PyErr_Restore(type, value_e, trace);
         }
     }
+    if (result != NULL && Py_TYPE(result) == put_cls && note_queue(store, noted, encoded) < 0)
+        Py_CLEAR(result);                 /* written, as the Python path's _acknowledge raising */
     Py_XDECREF(target);
     Py_XDECREF(mapped);
     Py_XDECREF(table);
