@@ -394,21 +394,18 @@ class ReputService:
         queue_dispatcher.on_written(store_timestamp)
 
     def _notify(self, batch: Sequence[DispatchRequest]) -> None:
-        rows_arrivals, self._rows_arrivals = self._rows_arrivals, {}
+        # Units from rows come before the batch's, and LMQ queues' after: later ones win. A pass
+        # of rows alone hands its table over as it is (thousands of queues at many topics).
+        arrivals, self._rows_arrivals = self._rows_arrivals, {}
         if not self.listeners:
             return
-        arrivals: dict[tuple[str, int], int] = {}
+        for request in batch:     # the last unit of each queue is its new max
+            if request.sys_flag & 0x0C in QUEUED_TRANSACTION_KINDS:
+                arrivals[(request.topic, request.queue_id)] = request.consume_queue_offset + 1
         for dispatcher in self.dispatchers:      # LMQ queues that got units from this batch
             if type(dispatcher) is ConsumeQueueDispatcher and dispatcher.lmq_arrivals:
                 arrivals.update(dispatcher.lmq_arrivals)
                 dispatcher.lmq_arrivals = {}
-        for request in reversed(batch):     # the last unit of each queue is its new max
-            if request.sys_flag & 0x0C in QUEUED_TRANSACTION_KINDS:
-                key = (request.topic, request.queue_id)
-                if key not in arrivals:
-                    arrivals[key] = request.consume_queue_offset + 1
-        for key, offset in rows_arrivals.items():    # units from rows come before the batch
-            arrivals.setdefault(key, offset)
         if arrivals:
             for listener in self.listeners:
                 listener(arrivals)

@@ -174,8 +174,6 @@ class StoreServices:
             report.step("dispatch", f"re-dispatched {report.redispatched_records} records "
                                     f"({report.redispatched_bytes} bytes) from {report.dispatch_from}")
         rebuild_queue_offset_table(parts.commit_log, parts.consume_queues, parts.batch_queues)
-        for (topic, queue_id), max_offset in parts.commit_log.queue_offsets.items():
-            self.hold.note_max_offset(topic, queue_id, max_offset)
         if self.schedule is not None:
             self.schedule.load()    # after dispatch caught up: offsets are clamped to the queues
         if self.timer is not None:
