@@ -44,7 +44,7 @@ def probe_round(producers: int, seconds: float, workdir: str | None = None) -> d
         try:
             service = store.services.flush_service
             queue = service.queue
-            group = service._group      # the group commit loop keeps each sync's figures
+            group = service.group      # the group commit loop keeps each sync's figures
             group.keep_history(1 << 20)
             per_thread = max(200, 40_000 // producers)
             work = [common.make_messages(per_thread, 1024, queue_of=lambda n, p=p: p % 8,

@@ -254,7 +254,7 @@ def test_a_put_whose_sync_does_not_return_in_time_gets_flush_disk_timeout(tmp_pa
         monkeypatch.setattr(os, "fdatasync", stuck_fdatasync)
         result = store.put_message(Message("T", b"late"))
         assert result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
-        assert store.services.flush_service._group.waiting == 0     # it left the waiting list
+        assert store.services.flush_service.group.waiting == 0     # it left the waiting list
         release.set()
         assert store.put_message(Message("T", b"later")).ok
 

@@ -210,6 +210,11 @@ class GroupCommitService(_ServiceThread):
         self._python_flushes = 0
 
     @property
+    def group(self) -> GroupCommit:
+        """The group commit loop: its syncs, waiting producers and history (`keep_history`)."""
+        return self._group
+
+    @property
     def flush_count(self) -> int:
         """Syncs of the commit log so far (the group loop's and this thread's own)."""
         return self._group.syncs + self._python_flushes
