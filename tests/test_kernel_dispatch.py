@@ -188,10 +188,12 @@ def test_unit_runs_groups_units_by_queue_in_log_order(seed):
         expected.setdefault((topic, row[kernel.COL["queue_id"]]), []).append(number)
     assert answer == ("ok", len(expected))
     start = 0
+    topics = [topic for topic, _ in expected]
     for number, members in enumerate(expected.values()):
         queue_offsets = rows[members, kernel.COL["queue_offset"]]
         consecutive = int(all(b - a == 1 for a, b in zip(queue_offsets, queue_offsets[1:])))
-        assert runs[number].tolist() == [members[0], members[-1], start, len(members), consecutive]
+        assert runs[number].tolist() == [members[0], members[-1], start, len(members), consecutive,
+                                         topics.index(topics[number])]
         for member in members:
             row = rows[member]
             tags_pos, tags_len = row[kernel.COL["tags_pos"]], row[kernel.COL["tags_len"]]

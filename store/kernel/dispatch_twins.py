@@ -20,7 +20,7 @@ SCAN_FIELDS, TAGS_POS_COLUMN, TAGS_LEN_COLUMN = 26, 16, 17
 # The other scan columns unit_runs reads (checked against store.kernel.COL there too).
 QUEUE_ID_COLUMN, QUEUE_OFFSET_COLUMN, PHY_COLUMN, SIZE_COLUMN = 2, 4, 5, 1
 TOPIC_POS_COLUMN, TOPIC_LEN_COLUMN = 12, 13
-RUN_FIELDS = 5
+RUN_FIELDS = 6
 TAGS_CODE_ASK = -(1 << 63)        # "not ASCII: decode this TAGS value the Python way"
 _INDEX_HEADER_BYTES, _SLOT_BYTES, _ENTRY_BYTES = 40, 4, 20
 _INT32_MAX = (1 << 31) - 1
@@ -79,6 +79,7 @@ def unit_runs_py(buf, rows: np.ndarray, out_runs: np.ndarray, out_units, out_que
                          "sized for the rows")
     size = len(buf)
     runs: dict[tuple[bytes, int], list] = {}        # queue -> [first, last, consecutive, rows]
+    table_topic: dict[int, bytes] = {}              # row -> its TOPIC bytes
     columns = [TOPIC_POS_COLUMN, TOPIC_LEN_COLUMN, TAGS_POS_COLUMN, TAGS_LEN_COLUMN, QUEUE_ID_COLUMN,
                QUEUE_OFFSET_COLUMN, PHY_COLUMN, SIZE_COLUMN]
     table = rows.reshape(-1, SCAN_FIELDS)[:, columns].tolist()
@@ -89,6 +90,7 @@ def unit_runs_py(buf, rows: np.ndarray, out_runs: np.ndarray, out_units, out_que
         if gp >= 0 and not bytes(buf[gp:gp + gl]).isascii():
             return -1
         key = (bytes(buf[tp:tp + tl]), queue_id)
+        table_topic[number] = key[0]
         run = runs.get(key)
         if run is None:
             runs[key] = [number, number, 1, [number]]
@@ -101,8 +103,11 @@ def unit_runs_py(buf, rows: np.ndarray, out_runs: np.ndarray, out_units, out_que
     codes = np.zeros(n, dtype=np.int64)
     tags_codes_py(buf, rows, codes)
     units = np.frombuffer(out_units, dtype=[("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+    topic_first: dict[bytes, int] = {}          # TOPIC bytes -> the first queue's number
     for number, (first, last, consecutive, members) in enumerate(runs.values()):
-        out_runs.reshape(-1, RUN_FIELDS)[number] = (first, last, start, len(members), consecutive)
+        topic_run = topic_first.setdefault(table_topic[first], number)
+        out_runs.reshape(-1, RUN_FIELDS)[number] = (first, last, start, len(members), consecutive,
+                                                    topic_run)
         for member in members:
             _, _, _, _, _, queue_offset, phy, size_bytes = table[member]
             units[start] = (phy, (size_bytes + (1 << 31)) % (1 << 32) - (1 << 31), codes[member])

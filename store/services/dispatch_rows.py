@@ -152,7 +152,7 @@ def _unit_groups(buf, rows, batch_router, topic_is_legal, with_values: bool = Fa
     lasts = queued[runs[:, 1]]
     last_ends = (lasts[:, _PHY] + lasts[:, _SIZE]).tolist()
     groups, arrivals = [], {}
-    for (topic_pos, topic_len, queue_id, phy, size), (_, _, start, length, consecutive), last_end \
+    for (topic_pos, topic_len, queue_id, phy, size), (_, _, start, length, consecutive, _), last_end \
             in zip(firsts.tolist(), runs.tolist(), last_ends):
         topic = _topic_name(buf, topic_pos, topic_len)
         if not topic_is_legal(topic) or \
@@ -173,18 +173,17 @@ def _value_runs(buf, queued, runs, units, queue_offsets, batch_router, topic_is_
     values = _unit_values(queued, units)
     firsts, lasts = queued[runs[:, 0]], queued[runs[:, 1]]
     starts, lengths = runs[:, 2], runs[:, 3]
-    topic_starts = firsts[:, _C["topic_pos"]]
-    raws = [bytes(buf[start:end]) for start, end in
-            zip(topic_starts.tolist(), (topic_starts + firsts[:, _C["topic_len"]]).tolist())]
-    names: dict[bytes, str] = {}
-    for raw in set(raws):
-        topic = _topic_name(raw, 0, len(raw))
+    topic_runs = runs[:, 5]                  # each queue's topic: the first queue of it, numbered
+    heads = np.flatnonzero(topic_runs == np.arange(len(runs)))
+    names = []                               # each topic decoded and checked once per pass
+    for topic_pos, topic_len in firsts[heads][:, [_C["topic_pos"], _C["topic_len"]]].tolist():
+        topic = _topic_name(buf, topic_pos, topic_len)
         if not topic_is_legal(topic) or \
                 (batch_router is not None and batch_router.is_batch_topic(topic)):
             return None
-        names[raw] = topic
-    queues = [(names[raw], queue_id) for raw, queue_id in
-              zip(raws, firsts[:, _C["queue_id"]].tolist())]
+        names.append(topic)
+    topics = np.array(names, dtype=object)[np.searchsorted(heads, topic_runs)].tolist()
+    queues = list(zip(topics, firsts[:, _C["queue_id"]].tolist()))
     arrivals = dict(zip(queues, (queue_offsets[starts + lengths - 1] + 1).tolist()))
     columns = (queues, starts, lengths, runs[:, 4], firsts[:, _PHY] + firsts[:, _SIZE],
                lasts[:, _PHY] + lasts[:, _SIZE])          # int64 columns: put_value_runs takes them

@@ -13,15 +13,17 @@ offset is skipped, an offset out of order is logged).
 A pass whose runs all follow their queues, one run per queue, each queue either known and not
 emptied or new with its first unit at offset 0 (the common case, and the whole of a pass over
 thousands of queues, where nearly every run is one unit), is checked with numpy over the runs'
-columns, and its keys and `max` values are made per column (`_pass_columns`); what is left per run
-is the two WriteBatch puts and their slices. Any other pass goes run by run as above. Both give the
-same batch, in the same order.
+columns (`_pass_columns`, which also checks that the runs lie one after another over the units),
+and its keys, values and WriteBatch puts are made through `map`, with no Python loop per run. Any
+other pass goes run by run as above. Both give the same batch, in the same order.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
+from collections import deque
+from itertools import repeat
 
 import numpy as np
 from rocksdict import WriteBatch
@@ -110,15 +112,19 @@ def _put_runs(store, runs: tuple[list, ...], values: bytes, queue_offsets: list[
 
 def _pass_columns(store, runs, values: bytes, queue_offsets):
     """The columns `_put_following_pass` writes from, or None when the pass is not one it can:
-    (queues, numbers of the new queues' runs, their first units' phy offsets, per run: start,
-    length, last queue offset, last unit's phy offset, last end)."""
+    (queues, numbers of the new queues' runs, their first units' phy offsets, per run: length,
+    last queue offset, last unit's phy offset, last end)."""
     queues = runs[0]
     count = len(queues)
-    get = store._max.get
-    states = np.array([get(queue, _ABSENT) for queue in queues], dtype=np.int64).reshape(count, 3)
     offsets = np.asarray(queue_offsets, dtype=np.int64)
     starts = np.asarray(runs[1], dtype=np.int64)
     lengths = np.asarray(runs[2], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    if (lengths < 1).any() or starts[0] != 0 or (starts[1:] != ends[:-1]).any() or \
+            ends[-1] != len(offsets) or len(values) != _VALUE * len(offsets):
+        return None         # runs not one after another over all the units, as dispatch makes them
+    states = np.array(list(map(store._max.get, queues, repeat(_ABSENT))),
+                      dtype=np.int64).reshape(count, 3)
     firsts, last_offsets = offsets[starts], offsets[starts + lengths - 1]
     known_offset, known_end = states[:, 0], states[:, 2]
     follows = (np.asarray(runs[3]) != 0) & (np.asarray(runs[4], dtype=np.int64) > known_end) & \
@@ -137,8 +143,8 @@ def _pass_columns(store, runs, values: bytes, queue_offsets):
     units = np.frombuffer(values, dtype=np.uint8).reshape(-1, _VALUE)
     last_phys = units[starts + lengths - 1, :8].copy().view(">i8").ravel()
     new_phys = units[starts[new], :8].copy().view(">i8").ravel().tolist()
-    return (queues, new_numbers, new_phys, starts.tolist(), lengths.tolist(), last_offsets,
-            last_phys, np.asarray(runs[5], dtype=np.int64))
+    return (queues, new_numbers, new_phys, lengths.tolist(), last_offsets, last_phys,
+            np.asarray(runs[5], dtype=np.int64))
 
 
 def _put_following_pass(store, runs, values: bytes, queue_offsets) -> bool:
@@ -149,29 +155,28 @@ def _put_following_pass(store, runs, values: bytes, queue_offsets) -> bool:
     columns = _pass_columns(store, runs, values, queue_offsets)
     if columns is None:
         return False
-    queues, new_numbers, new_phys, starts, lengths, last_offsets, last_phys, last_ends = columns
+    queues, new_numbers, new_phys, lengths, last_offsets, last_phys, last_ends = columns
     prefixes, max_keys = store._unit_prefixes, store._max_keys
     # _note_first_unit's case of a new queue from offset 0: its `min` entry waits for a full flush
     store._min_unwritten.update(zip([queues[number] for number in new_numbers], new_phys))
     batch = WriteBatch(raw_mode=True)
     put = batch.put
     offsets_cf = store._offsets_cf     # units go to the default column family: no handle to pass
-    keys = np.asarray(queue_offsets, dtype=">i8").tobytes()       # 8 bytes per unit
-    for queue, start, length in zip(queues, starts, lengths):
-        prefix = prefixes.get(queue)
-        if prefix is None:     # a new queue, or one loaded from disk: its keys, made once
-            prefixes[queue], max_keys[queue] = prefix, _ = codec.queue_keys(*queue)
-        key, value = 8 * start, _VALUE * start
-        if length == 1:             # at thousands of queues, nearly every run
-            put(prefix + keys[key:key + 8], values[value:value + _VALUE])   # default family
-            continue
-        for _ in range(length):     # the run's units, in log order
-            put(prefix + keys[key:key + 8], values[value:value + _VALUE])
-            key += 8
-            value += _VALUE
-    max_values = np.column_stack((last_phys, last_offsets)).astype(">i8").tobytes()
-    for key, value in zip(map(max_keys.__getitem__, queues), range(0, 16 * len(queues), 16)):
-        put(key, max_values[value:value + 16], offsets_cf)    # _write_units: each queue's `max`
+    unit_prefixes = list(map(prefixes.get, queues))
+    for number in [number for number, prefix in enumerate(unit_prefixes) if prefix is None]:
+        queue = queues[number]         # a new queue, or one loaded from disk: its keys, made once
+        prefixes[queue], max_keys[queue] = unit_prefixes[number], _ = codec.queue_keys(*queue)
+    if len(unit_prefixes) != len(queue_offsets):     # runs of several units: a prefix per unit
+        unit_prefixes = np.array(unit_prefixes, dtype=object).repeat(lengths).tolist()
+    # Runs hold their units in order, run after run: every key and value made and put without a
+    # Python loop (at thousands of queues nearly every run is one unit).
+    suffixes = np.asarray(queue_offsets, dtype=">i8").view("V8").tolist()    # 8 bytes per unit
+    values = np.frombuffer(values, dtype=f"V{_VALUE}")
+    deque(map(put, map(bytes.__add__, unit_prefixes, suffixes),
+              values.tolist()), maxlen=0)    # default family
+    max_values = np.column_stack((last_phys, last_offsets)).astype(">i8").view("V16").ravel()
+    deque(map(put, map(max_keys.__getitem__, queues), max_values.tolist(), repeat(offsets_cf)),
+          maxlen=0)                     # _write_units: each queue's `max`
     checkpoint = max(store.checkpoint_phy_end, int(last_ends.max()))
     put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), offsets_cf)
     store.db.write(batch)

@@ -161,11 +161,12 @@ const char rmq_unit_runs_doc[] = (
 "queue id), in order of first appearance, and write their 20-byte units (phyOffset, size, tagsCode,\n"
 "big-endian) into `out_units` queue after queue, rows in log order inside a queue, with their queue\n"
 "offsets (int64 out_queue_offsets, same order). Per queue one row of RUN_FIELDS int64s in out_runs:\n"
-"first row, last row, first unit, units, 1 when its queue offsets follow each other. Returns the\n"
+"first row, last row, first unit, units, 1 when its queue offsets follow each other, and the number\n"
+"of the first queue with the same TOPIC bytes (its own number for a topic's first). Returns the\n"
 "number of queues, or -1 when a TAGS value is not ASCII (nothing useful written: the caller decodes\n"
 "the Python way).");
 
-#define RUN_FIELDS 5
+#define RUN_FIELDS 6
 
 PyObject *rmq_unit_runs(PyObject *self, PyObject *args)
 {
@@ -228,6 +229,7 @@ PyObject *rmq_unit_runs(PyObject *self, PyObject *args)
                 gr[2] = 0;
                 gr[3] = 0;
                 gr[4] = 1;
+                gr[5] = groups;              /* its topic's first queue: set below */
                 group_of[i] = groups++;
                 break;
             }
@@ -247,6 +249,31 @@ PyObject *rmq_unit_runs(PyObject *self, PyObject *args)
         run[group_of[i] * RUN_FIELDS + 3]++;
     }
     if (answer == 0) {
+        /* Each queue's topic: the first queue with the same TOPIC bytes, through the table again
+         * (keyed on the bytes alone; groups <= n, so it is never full). */
+        for (Py_ssize_t k = 0; k < table_size; k++)
+            table[k] = -1;
+        for (Py_ssize_t g = 0; g < groups; g++) {
+            const int64_t *r = row + run[g * RUN_FIELDS] * SCAN_FIELDS;
+            int64_t tp = r[F_TOPIC_POS], tl = r[F_TOPIC_LEN];
+            uint64_t h = 1469598103934665603ULL;
+            for (int64_t k = 0; k < tl; k++)
+                h = (h ^ b[tp + k]) * 1099511628211ULL;
+            Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)(table_size - 1));
+            for (;;) {
+                int64_t seen = table[slot];
+                if (seen < 0) {
+                    table[slot] = g;
+                    break;
+                }
+                const int64_t *first = row + run[seen * RUN_FIELDS] * SCAN_FIELDS;
+                if (first[F_TOPIC_LEN] == tl && memcmp(b + first[F_TOPIC_POS], b + tp, (size_t)tl) == 0) {
+                    run[g * RUN_FIELDS + 5] = seen;
+                    break;
+                }
+                slot = (slot + 1) & (table_size - 1);
+            }
+        }
         Py_ssize_t start = 0;
         for (Py_ssize_t g = 0; g < groups; g++) {
             run[g * RUN_FIELDS + 2] = start;
