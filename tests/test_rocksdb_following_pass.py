@@ -127,7 +127,8 @@ def _one_pass(cq, queues_and_offsets, phy=1000):
 
 @pytest.mark.parametrize("case,expected", [
     ("follows", True), ("new past 0", False), ("gap", False), ("repeat", False),
-    ("emptied", False), ("old min entry", False), ("same queue twice", False)])
+    ("emptied", False), ("old min entry", False), ("same queue twice", False),
+    ("runs out of order", False)])
 def test_which_passes_the_following_pass_takes(tmp_path, case, expected):
     cq = open_store(tmp_path / "cq", STORE_TYPE_ROCKSDB)
     try:
@@ -139,7 +140,7 @@ def test_which_passes_the_following_pass_takes(tmp_path, case, expected):
             "repeat": [(("A", 0), 1)],
             "emptied": [(("B", 0), 1)],
             "old min entry": [(("D", 0), 0)],
-            "same queue twice": [(("A", 0), 1)]}[case]
+            "same queue twice": [(("A", 0), 1)], "runs out of order": []}[case]
         if case == "repeat":
             assert _one_pass(cq, [(("A", 0), 1)])
         if case == "emptied":
@@ -152,10 +153,19 @@ def test_which_passes_the_following_pass_takes(tmp_path, case, expected):
             runs = tuple(column * 2 for column in runs)
             runs[1][1] = 0
             taken = value_runs._put_following_pass(cq, runs, values, offsets)
+        elif case == "runs out of order":    # each run names its units, but not in their order
+            runs, values, offsets = _as_runs([request("A", 0, 1, 1000, 100, tags=1, store_time=5),
+                                              request("C", 1, 0, 1100, 100, tags=1, store_time=5)])
+            runs = tuple(column[::-1] for column in runs)
+            taken = value_runs._put_following_pass(cq, runs, values, offsets)
+            assert not taken
+            assert (dict(cq._max), cq.checkpoint_phy_end, dict(cq._min_unwritten)) == before
+            value_runs.put_value_runs(cq, runs, values, offsets)    # the run-by-run path writes it
+            assert cq.get_max_offset("A", 0) == 2 and cq.get_max_offset("C", 1) == 1
         else:
             taken = _one_pass(cq, pass_of)
         assert taken is expected
-        if not taken:       # nothing written, nothing changed
+        if not taken and case != "runs out of order":       # nothing written, nothing changed
             assert (dict(cq._max), cq.checkpoint_phy_end, dict(cq._min_unwritten)) == before
         else:
             assert cq.get_max_offset("A", 0) == 2 and ("C", 1) in cq._min_unwritten
