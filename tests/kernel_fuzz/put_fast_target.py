@@ -5,8 +5,9 @@ Input: a stand-in store (plain objects with the attributes put_fast reads) whose
 int64 edge values (wrote_position, file_size_bytes, file_from_offset, the queue offset in the table,
 last_store_timestamp), a segment buffer of random size, read-only or not, flags that decline, a held
 or free lock, a non-ASCII msgId prefix, result classes with other slots, and a message from a small
-pool (common, delayed, oversized, a queue not noted, one whose noting raises). Each execution runs the C on one copy of the
-state and the twin on another and compares the outcomes, the buffers and the state after.
+pool (common, delayed, oversized, a queue not noted, one whose noting raises). Each execution runs
+the C on one copy of the state and the twin on another and compares the outcomes, the buffers and
+the state after (the noted queues included).
 """
 
 from __future__ import annotations
