@@ -216,9 +216,7 @@ PyObject *rmq_unit_runs(PyObject *self, PyObject *args)
                 answer = -1;
         if (answer)
             break;
-        uint64_t h = 1469598103934665603ULL ^ (uint64_t)r[F_QUEUE_ID];
-        for (int64_t k = 0; k < tl; k++)
-            h = (h ^ b[tp + k]) * 1099511628211ULL;
+        uint64_t h = fnv1a(FNV_OFFSET ^ (uint64_t)r[F_QUEUE_ID], b + tp, tl);
         Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)(table_size - 1));
         for (;;) {                                   /* bounded: the table is never full */
             int64_t g = table[slot];
@@ -256,9 +254,7 @@ PyObject *rmq_unit_runs(PyObject *self, PyObject *args)
         for (Py_ssize_t g = 0; g < groups; g++) {
             const int64_t *r = row + run[g * RUN_FIELDS] * SCAN_FIELDS;
             int64_t tp = r[F_TOPIC_POS], tl = r[F_TOPIC_LEN];
-            uint64_t h = 1469598103934665603ULL;
-            for (int64_t k = 0; k < tl; k++)
-                h = (h ^ b[tp + k]) * 1099511628211ULL;
+            uint64_t h = fnv1a(FNV_OFFSET, b + tp, tl);
             Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)(table_size - 1));
             for (;;) {
                 int64_t seen = table[slot];

@@ -50,10 +50,8 @@ static int same_key(const group_keys *k, int64_t a, int64_t b)
 
 static uint64_t hash_row(const group_keys *k, int64_t row)
 {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)k->len[row] ^ (tag_of(k, row) * 0x9E3779B97F4A7C15ULL);
-    const unsigned char *p = k->b + k->pos[row];
-    for (int64_t i = 0; i < k->len[row]; i++)
-        h = (h ^ p[i]) * 1099511628211ULL;
+    uint64_t h = fnv1a(FNV_OFFSET ^ (uint64_t)k->len[row] ^ (tag_of(k, row) * 0x9E3779B97F4A7C15ULL),
+                       k->b + k->pos[row], k->len[row]);
     return h ^ (h >> 29);
 }
 

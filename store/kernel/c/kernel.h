@@ -107,6 +107,15 @@ static inline int64_t get64(const unsigned char *p)
     return (int64_t)(((uint64_t)(uint32_t)get32(p) << 32) | (uint32_t)get32(p + 4));
 }
 
+/* FNV-1a over `n` bytes from `h` (FNV_OFFSET, or a seed mixed into it): the kernel's hash tables. */
+#define FNV_OFFSET 1469598103934665603ULL
+static inline uint64_t fnv1a(uint64_t h, const unsigned char *p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
 /* record.c: the record layout of spec §2.1, written in one place. */
 typedef struct {
     int32_t queue_id, flag, sys_flag, reconsume_times;
