@@ -151,13 +151,12 @@ def _unit_groups(buf, rows, batch_router, topic_is_legal, with_values: bool = Fa
     firsts = queued[runs[:, 0]][:, [_C["topic_pos"], _C["topic_len"], _C["queue_id"], _PHY, _SIZE]]
     lasts = queued[runs[:, 1]]
     last_ends = (lasts[:, _PHY] + lasts[:, _SIZE]).tolist()
+    topics = _run_topics(buf, firsts[:, :2], runs[:, 5], batch_router, topic_is_legal)
+    if topics is None:
+        return None
     groups, arrivals = [], {}
-    for (topic_pos, topic_len, queue_id, phy, size), (_, _, start, length, consecutive, _), last_end \
-            in zip(firsts.tolist(), runs.tolist(), last_ends):
-        topic = _topic_name(buf, topic_pos, topic_len)
-        if not topic_is_legal(topic) or \
-                (batch_router is not None and batch_router.is_batch_topic(topic)):
-            return None
+    for topic, (_, _, queue_id, phy, size), (_, _, start, length, consecutive, _), last_end \
+            in zip(topics, firsts.tolist(), runs.tolist(), last_ends):
         end = start + length
         groups.append((topic, queue_id, units[20 * start:20 * end], queue_offsets[start:end],
                        bool(consecutive), phy + size, last_end))
@@ -173,21 +172,30 @@ def _value_runs(buf, queued, runs, units, queue_offsets, batch_router, topic_is_
     values = _unit_values(queued, units)
     firsts, lasts = queued[runs[:, 0]], queued[runs[:, 1]]
     starts, lengths = runs[:, 2], runs[:, 3]
-    topic_runs = runs[:, 5]                  # each queue's topic: the first queue of it, numbered
-    heads = np.flatnonzero(topic_runs == np.arange(len(runs)))
-    names = []                               # each topic decoded and checked once per pass
-    for topic_pos, topic_len in firsts[heads][:, [_C["topic_pos"], _C["topic_len"]]].tolist():
-        topic = _topic_name(buf, topic_pos, topic_len)
-        if not topic_is_legal(topic) or \
-                (batch_router is not None and batch_router.is_batch_topic(topic)):
-            return None
-        names.append(topic)
-    topics = np.array(names, dtype=object)[np.searchsorted(heads, topic_runs)].tolist()
+    topics = _run_topics(buf, firsts[:, [_C["topic_pos"], _C["topic_len"]]], runs[:, 5],
+                         batch_router, topic_is_legal)
+    if topics is None:
+        return None
     queues = list(zip(topics, firsts[:, _C["queue_id"]].tolist()))
     arrivals = dict(zip(queues, (queue_offsets[starts + lengths - 1] + 1).tolist()))
     columns = (queues, starts, lengths, runs[:, 4], firsts[:, _PHY] + firsts[:, _SIZE],
                lasts[:, _PHY] + lasts[:, _SIZE])          # int64 columns: put_value_runs takes them
     return _put_values, (columns, values, queue_offsets), arrivals, queued[-1]
+
+
+def _run_topics(buf, topic_spans, topic_runs, batch_router, topic_is_legal) -> list[str] | None:
+    """Each run's topic, from its first row's (TOPIC position, length) in `topic_spans` and
+    `unit_runs`' topic field (the number of the first run of the same topic): each topic decoded and
+    checked once per pass. None when a topic needs requests (not legal, or a batch topic)."""
+    heads = np.flatnonzero(topic_runs == np.arange(len(topic_runs)))
+    names = []
+    for topic_pos, topic_len in topic_spans[heads].tolist():
+        topic = _topic_name(buf, topic_pos, topic_len)
+        if not topic_is_legal(topic) or \
+                (batch_router is not None and batch_router.is_batch_topic(topic)):
+            return None
+        names.append(topic)
+    return np.array(names, dtype=object)[np.searchsorted(heads, topic_runs)].tolist()
 
 
 def _unit_values(queued, units) -> bytes:
