@@ -121,6 +121,26 @@ def test_scan_matches_check_message_on_damaged_logs(seed):
         _agrees_with_check_message(buf, 0, limit, check_crc, result, out)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_scan_finds_properties_across_word_boundaries(seed):
+    # The C finder steps eight bytes at a time to the next byte <= 0x02: raw PROPERTIES of every
+    # length around those steps, with separators, zero bytes and high bytes at every place, must
+    # give the twin's rows.
+    rng = random.Random(seed)
+    pieces = [b"TAGS\x01", b"KEYS\x01", b"UNIQ_KEY\x01", b"DELAY\x01", b"\x01", b"\x02", b"\x00",
+              b"\x03", b"\xff", b"x", b"TAGS", b"abcdefg", b"\x02\x02", b"\x01\x01"]
+    buf = bytearray()
+    for _ in range(120):
+        raw = b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12)))[:rng.randrange(0, 90)]
+        buf += msgcodec.encode_message(
+            topic="T", queue_id=0, body=b"b" * rng.randrange(0, 9), properties_raw=raw, flag=0,
+            sys_flag=0, queue_offset=0, phy_offset=len(buf), born_timestamp=1,
+            born_host="127.0.0.1:0", store_timestamp=2, store_host="127.0.0.1:1",
+            reconsume_times=0, prepared_transaction_offset=0)
+    (count, _, kind, _), _ = _scan_both(buf, 0, len(buf), False, rows=256)
+    assert count == 120 and kind == kernel.STOP_END
+
+
 def test_scan_reads_a_whole_clean_log_and_resumes_when_out_is_full():
     rng = random.Random(7)
     buf = _log(rng, 50)
