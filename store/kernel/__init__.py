@@ -33,6 +33,7 @@ which use it, stay at the bottom of the import graph.
 | decode_columns  | the pipeline's commit-log columns of scan rows as Arrow-style buffers (`columns.py`, GIL released) |
 | walk_headers    | record starts by TOTALSIZE and magic alone, for planning splits (`columns.py`) |
 | fixed_columns   | the pipeline's fixed-width columns of scan rows in one pass, GIL released (`fixed.py`) |
+| view_columns    | the pipeline's byte and text columns of scan rows as Arrow views into the map, GIL released (`views.py`, twin there) |
 | crc32           | zlib's CRC-32 as scan and encode_record compute it (`crc_clmul.c`: PCLMULQDQ), twin `zlib.crc32` |
 | encode_batch, place_batch | a put's records encoded in one call (None: ask), placed with offsets, time and msgIds in one (`put_batch.py`, twins there) |
 | put_fast        | a single put's common case in one call: checks, clocks, encode, lock, place, result (`put_fast.py`, twin there) |

@@ -18,6 +18,7 @@ import pyarrow as pa
 from store import kernel
 from store.kernel import columns as native
 from store.kernel import fixed as fixed_kernel
+from store.kernel import views as view_kernel
 from store.pipeline.buffers import RECYCLER
 
 AVAILABLE = kernel.COMPILED
@@ -103,3 +104,42 @@ def decode(buf: np.ndarray, layout, columns: list[str], arrow_types: dict) -> di
             out[name] = pa.Array.from_buffers(arrow_types[name], n, [validity, row_offsets(slot), data[slot]],
                                               null_count=nulls)
     return out
+
+
+# Columns `SegmentReader(views=True)` gives as Arrow views into the segment's map (store.kernel.views).
+VIEW_TYPES = {"body": pa.binary_view(), "topic": pa.string_view(), "properties_raw": pa.binary_view(),
+              "tags": pa.string_view(), "keys": pa.string_view(), "uniq_key": pa.string_view()}
+
+
+def view_buffers(buf: np.ndarray) -> list[pa.Buffer]:
+    """The data buffers every view column of `buf` points into (store.kernel.views.buffer_slices),
+    slices of the map itself: nothing copied, and the map stays alive while a column refers to it."""
+    return [pa.py_buffer(buf[start:stop]) for start, stop in view_kernel.buffer_slices(len(buf))]
+
+
+def views(buf: np.ndarray, buffers: list[pa.Buffer], layout, columns: list[str]) -> dict[str, pa.Array]:
+    """The arrays of the view columns among `columns` that view_columns builds (a subset: a flagged
+    column, text that is not UTF-8, is left to the caller)."""
+    names = [name for name in view_kernel.VIEW_SLOTS if name in columns]
+    if not names:
+        return {}
+    rows = layout.rows if layout.rows.flags.c_contiguous else np.ascontiguousarray(layout.rows)
+    n = rows.shape[0]
+    if not n:
+        return {name: pa.array([], type=VIEW_TYPES[name]) for name in names}
+    want = sum(view_kernel.VIEW_WANT[name] for name in names)
+    out = RECYCLER(16 * n * len(names))
+    flags = view_kernel.view_columns(buf, rows, want, out)
+    arrays = {}
+    for k, name in enumerate(names):
+        if flags & view_kernel.VIEW_WANT[name]:
+            continue
+        validity, nulls = None, 0
+        if name in _NULLABLE:
+            present = layout.field(_NULLABLE[name] + "_pos") >= 0
+            nulls = n - int(np.count_nonzero(present))
+            if nulls:
+                validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+        arrays[name] = pa.Array.from_buffers(VIEW_TYPES[name], n, [validity, out.slice(16 * n * k, 16 * n),
+                                                                   *buffers], null_count=nulls)
+    return arrays

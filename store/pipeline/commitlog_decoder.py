@@ -63,6 +63,14 @@ COMMITLOG_COLUMNS: dict[str, pa.DataType] = {
     "tags_code": pa.int64(),  # what dispatch puts in the consume queue (spec §4.3)
 }
 COMMITLOG_SCHEMA = pa.schema(list(COMMITLOG_COLUMNS.items()))
+# With views (`SegmentReader(views=True)`): these columns as Arrow views into the segment's map.
+VIEW_TYPES = columns_native.VIEW_TYPES
+
+
+def commitlog_schema(columns: list[str], views: bool = False) -> pa.Schema:
+    """The schema of `columns` (in that order), with the view types when `views`."""
+    return pa.schema([(name, VIEW_TYPES[name] if views and name in VIEW_TYPES else COMMITLOG_COLUMNS[name])
+                      for name in columns])
 
 
 _C = kernel.COL
@@ -116,11 +124,13 @@ class RecordDecoder:
     """Builds the requested columns of a `ScanLayout` over `buf` (the segment's bytes)."""
 
     def __init__(self, buf: np.ndarray, file_from_offset: int, file_name: str, *,
-                 native: bool = columns_native.AVAILABLE):
+                 native: bool = columns_native.AVAILABLE, views: bool = False):
         self.buf = buf
         self.file_from_offset = file_from_offset
         self.file_name = file_name
         self.native = native        # variable-length columns from one kernel.decode_columns call
+        self.views = views          # VIEW_TYPES' columns as views into buf (kernel.view_columns)
+        self._view_buffers = columns_native.view_buffers(buf) if views and native else None
 
     def topics(self, layout: ScanLayout) -> pa.Array:
         if "topic" not in layout.cache:
@@ -203,12 +213,19 @@ class RecordDecoder:
 
     def batch(self, layout: ScanLayout, columns: list[str]) -> pa.RecordBatch:
         built = {}
+        copied = columns
+        if self.views:
+            copied = [name for name in columns if name not in VIEW_TYPES]
+            if self.native:
+                built = columns_native.views(self.buf, self._view_buffers, layout, columns)
+            for name in columns:            # flagged (text not UTF-8), or no kernel: copied, then cast
+                if name in VIEW_TYPES and name not in built:
+                    built[name] = pc.cast(self.column(name, layout), VIEW_TYPES[name])
         if self.native:
-            built = columns_native.decode(self.buf, layout, columns, COMMITLOG_COLUMNS)
-            built.update(columns_native.fixed(layout, columns, self.file_from_offset))
+            built.update(columns_native.decode(self.buf, layout, copied, COMMITLOG_COLUMNS))
+            built.update(columns_native.fixed(layout, copied, self.file_from_offset))
         arrays = [built[name] if name in built else self.column(name, layout) for name in columns]
-        schema = pa.schema([(name, COMMITLOG_COLUMNS[name]) for name in columns])
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+        return pa.RecordBatch.from_arrays(arrays, schema=commitlog_schema(columns, self.views))
 
 
 @dataclass(frozen=True)

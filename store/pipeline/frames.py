@@ -8,21 +8,44 @@ rows (tests compare them).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pandas as pd
 import pyarrow as pa
 
-from store.pipeline.commitlog_decoder import COMMITLOG_COLUMNS, RowFilter
+from store.pipeline.commitlog_decoder import COMMITLOG_COLUMNS, RowFilter, commitlog_schema
 from store.pipeline.cq_decoder import CQ_COLUMNS, queue_batches
 from store.pipeline.index_decoder import INDEX_SCHEMAS, IndexGeometry, entry_batch, header_batch, slot_batch
 from store.pipeline.layout import list_commit_log, list_index_files, list_queues
-from store.pipeline.segment_reader import DEFAULT_SPLIT_BYTES, SegmentEnd, SegmentReader, plan_splits
+from store.pipeline.segment_reader import SegmentEnd, SegmentReader, plan_splits
 
 
 def _row_filter(topics: Iterable[str] | None, store_time_range_ms: tuple[int | None, int | None] | None) -> RowFilter:
     low, high = store_time_range_ms or (None, None)
     return RowFilter(None if topics is None else frozenset(topics), low, high)
+
+
+def commitlog_batches(
+    store_dir: str | os.PathLike,
+    columns: list[str] | None = None,
+    topics: Iterable[str] | None = None,
+    store_time_range_ms: tuple[int | None, int | None] | None = None,
+    *,
+    check_crc: bool = False,
+    split_bytes: int | None = None,
+    views: bool = False,
+    ends: list[SegmentEnd] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """`commitlog_table`'s batches, one at a time (nothing kept here: a store larger than memory
+    streams through)."""
+    columns = list(COMMITLOG_COLUMNS) if columns is None else list(columns)
+    row_filter = _row_filter(topics, store_time_range_ms)
+    for split in plan_splits(list_commit_log(store_dir), split_bytes):
+        reader = SegmentReader(split, columns=columns, row_filter=row_filter, check_crc=check_crc,
+                               views=views)
+        yield from reader.batches()
+        if ends is not None:
+            ends.append(reader.end)
 
 
 def commitlog_table(
@@ -32,25 +55,24 @@ def commitlog_table(
     store_time_range_ms: tuple[int | None, int | None] | None = None,
     *,
     check_crc: bool = False,
-    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    split_bytes: int | None = None,
+    views: bool = False,
     ends: list[SegmentEnd] | None = None,
 ) -> pa.Table:
     """Every record of the commit log (up to each segment's recovered end) as an Arrow table.
 
     `columns` selects and orders columns (default: all of `COMMITLOG_COLUMNS`); `topics` keeps only
     those topics; `store_time_range_ms` is [min, max) on store_timestamp. When `ends` is a list, one
-    `SegmentEnd` per split is appended to it (where and why each split stopped).
+    `SegmentEnd` per split is appended to it (where and why each split stopped). A split is a whole
+    segment unless `split_bytes` asks for smaller ones (Spark's partitions; here they run one after
+    another, so they only cost a walk of each segment's headers). `views=True`: body, topic,
+    properties_raw, tags, keys and uniq_key as Arrow views into the segments' maps, not copies
+    (`SegmentReader`; binary_view / string_view columns).
     """
     columns = list(COMMITLOG_COLUMNS) if columns is None else list(columns)
-    row_filter = _row_filter(topics, store_time_range_ms)
-    batches = []
-    for split in plan_splits(list_commit_log(store_dir), split_bytes):
-        reader = SegmentReader(split, columns=columns, row_filter=row_filter, check_crc=check_crc)
-        batches.extend(reader.batches())
-        if ends is not None:
-            ends.append(reader.end)
-    schema = pa.schema([(c, COMMITLOG_COLUMNS[c]) for c in columns])
-    return pa.Table.from_batches(batches, schema=schema)
+    batches = list(commitlog_batches(store_dir, columns, topics, store_time_range_ms, check_crc=check_crc,
+                                     split_bytes=split_bytes, views=views, ends=ends))
+    return pa.Table.from_batches(batches, schema=commitlog_schema(columns, views))
 
 
 def consume_queue_table(

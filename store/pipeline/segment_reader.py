@@ -79,7 +79,13 @@ def populate(buf: np.ndarray, start: int, stop: int) -> None:
 
 
 class SegmentReader:
-    """Decodes one split. Iterate `batches()`; afterwards `end` says where and why reading stopped."""
+    """Decodes one split. Iterate `batches()`; afterwards `end` says where and why reading stopped.
+
+    `views=True` gives body, topic, properties_raw, tags, keys and uniq_key as Arrow views
+    (binary_view / string_view) into the segment's read-only map instead of copies: the batches
+    then keep the map alive, and show what the file holds when they are read (a live broker may
+    still append to, or recovery cut, the segment behind them; copy what must outlive that).
+    """
 
     def __init__(
         self,
@@ -90,6 +96,7 @@ class SegmentReader:
         check_crc: bool = False,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
         decode_threads: int = DECODE_THREADS,
+        views: bool = False,
     ):
         self.split = split
         self.columns = list(COMMITLOG_COLUMNS) if columns is None else list(columns)
@@ -100,6 +107,7 @@ class SegmentReader:
         self.check_crc = check_crc
         self.batch_bytes = batch_bytes
         self.decode_threads = decode_threads
+        self.views = views      # body, topic, properties_raw, tags, keys, uniq_key as views into the map
         self.end: SegmentEnd | None = None
 
     def batches(self) -> Iterator[pa.RecordBatch]:
@@ -115,7 +123,8 @@ class SegmentReader:
         else:
             scanner = RecordScanner(buf, self.split.start_position, self.split.stop_position,
                                     check_crc=self.check_crc, batch_bytes=self.batch_bytes)
-        decoder = RecordDecoder(buf, self.split.file_from_offset, os.path.basename(self.split.path))
+        decoder = RecordDecoder(buf, self.split.file_from_offset, os.path.basename(self.split.path),
+                                views=self.views)
         parts = self._parts(scanner, decoder)
         if self.decode_threads <= 1:
             for part in parts:
@@ -161,14 +170,18 @@ class SegmentReader:
                     future.cancel()
 
 
-def plan_splits(segments: list[SegmentFile], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[SegmentSplit]:
-    """One split per segment, or several at record boundaries for segments larger than `split_bytes`.
+def plan_splits(segments: list[SegmentFile], split_bytes: int | None = DEFAULT_SPLIT_BYTES) -> list[SegmentSplit]:
+    """One split per segment, or several at record boundaries for segments larger than `split_bytes`
+    (None: never).
 
     Finding a boundary inside a segment needs the record chain up to it, so only large segments are
     walked here (8 bytes read per record); small ones cost the planner nothing but a file listing.
     """
     splits = []
     for segment in segments:
+        if split_bytes is None:
+            splits.append(SegmentSplit(segment.path, segment.file_from_offset, dledger=segment.dledger))
+            continue
         if segment.dledger:             # entry boundaries need the walk from the file's start
             from store.pipeline.dledger_scan import entry_boundaries
             starts = [0] if segment.size_bytes <= split_bytes else entry_boundaries(

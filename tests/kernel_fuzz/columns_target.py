@@ -70,3 +70,36 @@ def walk_headers(fuzzer, buf: bytes, outcome, disagreement) -> None:
         got_py = outcome(columns._walk_headers_py, buf, start, stop, out_py)
         if got_c != got_py or not np.array_equal(out_c, out_py):
             raise disagreement(f"walk_headers: C {got_c} != Python {got_py}")
+
+
+def view_columns(fuzzer, buf: bytes, rows: np.ndarray, outcome, disagreement) -> None:
+    """`view_columns` (store/kernel/c/views.c) on the rows `scan` found, sometimes forged, a random
+    `want` (sometimes one with bits of no view column) and an `out` of exactly the size (a numpy
+    array: ASan's red zone right after it), sometimes 16 bytes short; against
+    `store.kernel.views._view_columns_py`: the same views and flags, or the same refusal."""
+    from store.kernel import views
+
+    rng = fuzzer.rng
+    if rng.random() < 0.3:
+        rows[rng.randrange(len(rows)), kernel.COL[rng.choice(_FIELDS)]] = rng.choice(
+            POSITION_EDGES + [len(buf), len(buf) + 1, len(buf) - 1, -1, 12, 13])
+    every = sum(views.VIEW_WANT.values())
+    want = rng.choice([every, every, rng.randrange(every + 1) & every, rng.choice(list(views.VIEW_WANT.values())),
+                       rng.choice([-1, 1, 1 << 9, every | 4])])
+    size = 16 * len(rows) * bin(want & every).count("1")
+    if rng.random() < 0.05 and size:
+        size -= 16
+    fuzzer.last_input = {"target": "view_columns", "buf": buf.hex(), "rows": rows.tolist(), "want": want,
+                         "size": size}
+
+    def run(function):
+        out = np.full(size, 0xA5, np.uint8)
+        return function(buf, rows, want, out), bytes(out)
+
+    got_c = outcome(lambda: run(fuzzer.native.view_columns))
+    fuzzer.executions["view_columns"] += 1
+    if fuzzer._compare():
+        fuzzer.compared["view_columns"] += 1
+        got_py = outcome(lambda: run(views._view_columns_py))
+        if got_c != got_py:
+            raise disagreement(f"view_columns: C {str(got_c)[:300]} != Python {str(got_py)[:300]}")

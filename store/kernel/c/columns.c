@@ -22,7 +22,7 @@ enum { S_BORN, S_STORE, S_MSGID, S_BODY, S_TOPIC, S_PROPS, S_TAGS, S_KEYS, S_UNI
 
 /* 1 when p[0:n] is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF),
  * as Arrow's string validation and Python's strict decoder judge it; 2 when it is all ASCII. */
-static int utf8_ok(const unsigned char *p, Py_ssize_t n)
+int utf8_ok(const unsigned char *p, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
     int ascii = 2;

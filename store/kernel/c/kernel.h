@@ -21,6 +21,7 @@
  * | columns.c | decode_columns: the pipeline's columns of many scan rows, Arrow-style buffers;  |
  * |           | walk_headers: record starts by TOTALSIZE alone (the pipeline's split planning)  |
  * | fixed.c   | fixed_columns: the pipeline's fixed-width columns of scan rows in one pass      |
+ * | views.c   | view_columns: the pipeline's byte and text columns as Arrow views into the map   |
  * | query.c   | query_keys: a key query's index rounds and record reads in one call       |
  * | query_message.c | query_message: query_keys under the index lock, its result object built |
  * | query_hints.c | prefetches of a key query's slot, index entry and records (no answer depends on them) |
@@ -221,6 +222,10 @@ extern const char rmq_tags_codes_doc[], rmq_index_put_doc[], rmq_unit_runs_doc[]
 PyObject *rmq_decode_columns(PyObject *self, PyObject *args);     /* columns.c */
 PyObject *rmq_walk_headers(PyObject *self, PyObject *args);
 extern const char rmq_decode_columns_doc[], rmq_walk_headers_doc[];
+/* 1 when p[0:n] is well-formed UTF-8 (Arrow's and Python's strict judgement), 2 when all ASCII */
+int utf8_ok(const unsigned char *p, Py_ssize_t n);                 /* columns.c */
+PyObject *rmq_view_columns(PyObject *self, PyObject *args);       /* views.c */
+extern const char rmq_view_columns_doc[];
 PyObject *rmq_fixed_columns(PyObject *self, PyObject *args);      /* fixed.c */
 extern const char rmq_fixed_columns_doc[];
 extern const char rmq_encode_record_doc[], rmq_place_doc[], rmq_encode_put_doc[], rmq_scan_doc[],

@@ -27,6 +27,7 @@ static PyMethodDef methods[] = {
     {"decode_columns", rmq_decode_columns, METH_VARARGS, rmq_decode_columns_doc},
     {"walk_headers", rmq_walk_headers, METH_VARARGS, rmq_walk_headers_doc},
     {"fixed_columns", rmq_fixed_columns, METH_VARARGS, rmq_fixed_columns_doc},
+    {"view_columns", rmq_view_columns, METH_VARARGS, rmq_view_columns_doc},
     {"encode_batch", (PyCFunction)(void (*)(void))rmq_encode_batch, METH_FASTCALL, rmq_encode_batch_doc},
     {"place_batch", rmq_place_batch, METH_VARARGS, rmq_place_batch_doc},
     {"put_fast", (PyCFunction)(void (*)(void))rmq_put_fast, METH_FASTCALL, rmq_put_fast_doc},
