@@ -142,11 +142,19 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
             break;
         }
         int32_t total = get32(b + pos), magic = get32(b + pos + 4);
-        if (total > 0 && total < room) {
-            /* The next record's head (its header and BODY length), asked for while this one is
-             * read: records are one dependent load apiece otherwise. A hint: it never faults. */
-            __builtin_prefetch(b + pos + total);
-            __builtin_prefetch(b + pos + total + 64);
+        if (total > 0 && total <= room - 8) {
+            /* Hints a record ahead (they never fault; no answer depends on them): the next
+             * record's head was asked for one record ago, so its TOTALSIZE is read now to ask for
+             * its tail (TOPIC, PROPERTIES: otherwise a memory latency per record, the loads after
+             * BODY waiting on it) and the head of the one after. */
+            Py_ssize_t next = pos + total;
+            int32_t next_total = get32(b + next);
+            if (next_total > 0 && next_total <= end - next) {
+                __builtin_prefetch(b + next + next_total - 1);
+                __builtin_prefetch(b + next + next_total - 65);
+                __builtin_prefetch(b + next + next_total);
+                __builtin_prefetch(b + next + next_total + 64);
+            }
         }
         if (magic == MAGIC_BLANK) {
             stop = STOP_BLANK;
