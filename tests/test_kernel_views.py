@@ -177,3 +177,28 @@ def test_a_value_past_two_gib_points_into_the_second_buffer(tmp_path):
     batch.validate(full=True)
     assert batch.column("body")[0].as_py() == b"far body " * 5
     assert batch.column("topic")[0].as_py() == "FarTopic" and batch.column("keys")[0].as_py() == "far"
+
+
+@native
+def test_a_high_byte_anywhere_in_text_of_any_length_is_judged_as_the_twin():
+    # utf8_ok's ASCII pass reads words of eight (the last one overlapping): a byte >= 0x80 at each
+    # place of topics and property values of every length up to 70 must flag as the twin flags.
+    messages = []
+    for length in range(1, 71):
+        for at in sorted({0, length // 2, length - 1}):
+            text = bytearray(b"a" * length)
+            text[at] = 0xE9                    # not UTF-8 alone; "\xc3\xa9" below is
+            messages.append(SyntheticMessage(topic="T" * length, properties_raw=b"KEYS\x01" + bytes(text)))
+            good = b"a" * max(0, length - 2) + "\u00e9".encode()
+            messages.append(SyntheticMessage(properties_raw=b"TAGS\x01" + good + b"\x02KEYS\x01" + good))
+    flagged = 0
+    for message in messages:                   # one record a call: a column's flag is per call
+        buf = _records([message])
+        rows = _rows(buf)
+        c, py = _both(buf, rows, EVERY)
+        assert c == py and c[0] == "ok", message
+        flagged += c[1] == views.VIEW_WANT["keys"]
+    assert flagged == len(messages) // 2
+    buf = _records(messages)
+    (copied, viewed), = _pairs(buf, "00000000001073741824")
+    _same_values(copied, viewed)

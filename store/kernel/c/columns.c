@@ -24,7 +24,31 @@ enum { S_BORN, S_STORE, S_MSGID, S_BODY, S_TOPIC, S_PROPS, S_TAGS, S_KEYS, S_UNI
  * as Arrow's string validation and Python's strict decoder judge it; 2 when it is all ASCII. */
 int utf8_ok(const unsigned char *p, Py_ssize_t n)
 {
+    /* All ASCII (nearly every topic, key and PROPERTIES): eight bytes a load, four loads a step,
+     * the tail as the last eight bytes (overlapping), no branch per word. */
+    uint64_t high = 0, w0, w1, w2, w3;
     Py_ssize_t i = 0;
+    if (n >= 8) {
+        for (; n - i >= 32; i += 32) {
+            memcpy(&w0, p + i, 8);
+            memcpy(&w1, p + i + 8, 8);
+            memcpy(&w2, p + i + 16, 8);
+            memcpy(&w3, p + i + 24, 8);
+            high |= w0 | w1 | w2 | w3;
+        }
+        for (; n - i >= 8; i += 8) {
+            memcpy(&w0, p + i, 8);
+            high |= w0;
+        }
+        memcpy(&w0, p + n - 8, 8);
+        high |= w0;
+    } else {
+        for (; i < n; i++)
+            high |= p[i];
+    }
+    if (!(high & 0x8080808080808080ULL))
+        return 2;
+    i = 0;
     int ascii = 2;
     while (i < n) {
         if (n - i >= 8) {
