@@ -202,3 +202,40 @@ def test_a_high_byte_anywhere_in_text_of_any_length_is_judged_as_the_twin():
     buf = _records(messages)
     (copied, viewed), = _pairs(buf, "00000000001073741824")
     _same_values(copied, viewed)
+
+
+def _mapped_rss_kib(path: str) -> int:
+    """Resident KiB of this process's maps of `path` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if "-" in line.split(" ", 1)[0]:          # a mapping's header line
+                inside = line.rstrip().endswith(path)
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+@pytest.mark.parametrize("use_views", [False, True])
+def test_a_reader_keeps_only_the_batches_in_flight_resident(tmp_path, use_views):
+    # A whole 8 MiB segment read in 512 KiB batches: the pages behind the decoded batches are
+    # released, so the segment's map never holds more than a few batches, and the values read
+    # after the release (views point into released pages) are still the file's.
+    from bench.decode_bench import write_store
+    from store.pipeline.segment_reader import SegmentReader, SegmentSplit
+
+    path = write_store(str(tmp_path), 16)[0]
+    peak, batches = 0, []
+    for batch in SegmentReader(SegmentSplit(path, 0), columns=["body", "phy_offset"], batch_bytes=512 << 10,
+                               views=use_views).batches():
+        peak = max(peak, _mapped_rss_kib(path))
+        batches.append(batch)
+    assert len(batches) >= 12 and peak <= 4 * 1024, peak
+    with open(path, "rb") as handle:
+        data = handle.read()
+    first, last = batches[0], batches[-1]
+    for batch in (first, last):
+        at = batch.column("phy_offset")[0].as_py()
+        body = batch.column("body")[0].as_py()
+        assert data.find(body, at) > at

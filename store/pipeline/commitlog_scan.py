@@ -170,8 +170,9 @@ class RecordScanner:
     """
 
     def __init__(self, buf, start_position: int = 0, stop_position: int | None = None, *,
-                 check_crc: bool = False, batch_bytes: int = 32 * 1024 * 1024):
+                 check_crc: bool = False, batch_bytes: int = 32 * 1024 * 1024, prepare=None):
         self.buf = buf
+        self.prepare = prepare          # prepare(start, stop): called before each window is scanned
         self.start_position = start_position
         self.stop_position = stop_position
         self.check_crc = check_crc
@@ -192,6 +193,8 @@ class RecordScanner:
                 self._finish(position, END_STOP if position < limit else END_FILE)
                 return
             soft = min(position + self.batch_bytes, stop)
+            if self.prepare is not None:
+                self.prepare(position, soft)
             out = scan_rows_buffer(rows_hint)
             count = 0
             while True:

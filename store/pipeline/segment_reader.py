@@ -20,7 +20,7 @@ import pyarrow as pa
 from store import kernel
 from store.pipeline.commitlog_decoder import COMMITLOG_COLUMNS, RecordDecoder, RowFilter, ScanLayout
 from store.kernel import columns as kernel_columns
-from store.pipeline.commitlog_scan import RecordScanner, walk_records
+from store.pipeline.commitlog_scan import _POS, _SIZE, RecordScanner, walk_records
 from store.pipeline.layout import SegmentFile
 
 DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
@@ -78,6 +78,43 @@ def populate(buf: np.ndarray, start: int, stop: int) -> None:
         pass
 
 
+def release(buf: np.ndarray, start: int, stop: int) -> None:
+    """Drop the process's mappings of the whole pages of buf[start:stop] (MADV_DONTNEED on the
+    read-only file map: the page cache keeps the bytes, a later read maps them again), so that the
+    resident memory of a read stays that of the batches in flight, not of the whole split."""
+    mapping = getattr(buf.base, "obj", buf.base)
+    start = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    stop = min(stop, len(buf)) // mmap.PAGESIZE * mmap.PAGESIZE
+    if not isinstance(mapping, mmap.mmap) or stop <= start:
+        return
+    try:
+        mapping.madvise(mmap.MADV_DONTNEED, start, stop - start)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+class _Window:
+    """The pages of a split the reader works on: mapped (`populate`) ahead of each scan window,
+    released behind the batches once decoded."""
+
+    def __init__(self, buf: np.ndarray, start: int):
+        self.buf = buf
+        self.released = start
+
+    def prepare(self, start: int, stop: int) -> None:
+        populate(self.buf, start, stop)
+
+    def done_below(self, position: int) -> None:
+        if position > self.released:
+            release(self.buf, self.released, position)
+            self.released = position
+
+
+def _span(part) -> tuple[int, int]:
+    rows = part.rows
+    return int(rows[0, _POS]), int(rows[-1, _POS] + rows[-1, _SIZE])
+
+
 class SegmentReader:
     """Decodes one split. Iterate `batches()`; afterwards `end` says where and why reading stopped.
 
@@ -112,8 +149,7 @@ class SegmentReader:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         buf = map_file(self.split.path)
-        stop = len(buf) if self.split.stop_position is None else min(self.split.stop_position + 65536, len(buf))
-        populate(buf, self.split.start_position, stop)
+        window = _Window(buf, self.split.start_position)
         if self.split.dledger:
             from store.pipeline.dledger_scan import DLedgerScanner
             scanner = DLedgerScanner(buf, self.split.file_from_offset, self.split.path,
@@ -122,15 +158,18 @@ class SegmentReader:
                                      check_crc=self.check_crc)
         else:
             scanner = RecordScanner(buf, self.split.start_position, self.split.stop_position,
-                                    check_crc=self.check_crc, batch_bytes=self.batch_bytes)
+                                    check_crc=self.check_crc, batch_bytes=self.batch_bytes,
+                                    prepare=window.prepare)
         decoder = RecordDecoder(buf, self.split.file_from_offset, os.path.basename(self.split.path),
                                 views=self.views)
         parts = self._parts(scanner, decoder)
         if self.decode_threads <= 1:
             for part in parts:
-                yield decoder.batch(part, self.columns)
+                batch = decoder.batch(part, self.columns)
+                window.done_below(_span(part)[1])
+                yield batch
         else:
-            yield from self._decoded_in_threads(parts, decoder)
+            yield from self._decoded_in_threads(parts, decoder, window)
         self.end = SegmentEnd(self.split.file_from_offset + scanner.end_position, scanner.end_kind, scanner.records)
 
     def _parts(self, scanner, decoder: RecordDecoder) -> Iterator[ScanLayout]:
@@ -142,7 +181,8 @@ class SegmentReader:
             if len(part):
                 yield part
 
-    def _decoded_in_threads(self, parts: Iterator[ScanLayout], decoder: RecordDecoder) -> Iterator[pa.RecordBatch]:
+    def _decoded_in_threads(self, parts: Iterator[ScanLayout], decoder: RecordDecoder,
+                            window: _Window | None = None) -> Iterator[pa.RecordBatch]:
         """The batches of `parts` in order, decoded `decode_threads` at a time while the scan goes on
         (kernel.scan and kernel.decode_columns release the GIL, so they run on both cores), one more
         batch scanned and queued ahead so no worker waits for the scan. A scan
@@ -158,16 +198,26 @@ class SegmentReader:
                         break
                     except Exception:
                         while pending:               # the batches before the failure first
-                            yield pending.popleft().result()
+                            yield self._next_decoded(pending, window)
                         raise
-                    pending.append(pool.submit(decoder.batch, part, self.columns))
+                    pending.append((pool.submit(decoder.batch, part, self.columns), _span(part)))
                     if len(pending) > self.decode_threads:
-                        yield pending.popleft().result()
+                        yield self._next_decoded(pending, window)
                 while pending:
-                    yield pending.popleft().result()
+                    yield self._next_decoded(pending, window)
             finally:
-                for future in pending:               # closed early, or a decode failed
+                for future, _ in pending:            # closed early, or a decode failed
                     future.cancel()
+
+    @staticmethod
+    def _next_decoded(pending: deque, window: _Window | None) -> pa.RecordBatch:
+        """The oldest pending batch, once decoded; the pages below the next one's are released."""
+        future, (_, end) = pending[0]
+        batch = future.result()
+        pending.popleft()
+        if window is not None:
+            window.done_below(pending[0][1][0] if pending else end)
+        return batch
 
 
 def plan_splits(segments: list[SegmentFile], split_bytes: int | None = DEFAULT_SPLIT_BYTES) -> list[SegmentSplit]:
