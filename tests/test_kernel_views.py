@@ -217,6 +217,28 @@ def _mapped_rss_kib(path: str) -> int:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_a_filtered_read_that_keeps_nothing_releases_the_pages_too(tmp_path):
+    from bench.decode_bench import write_store
+    from store.pipeline.commitlog_decoder import RowFilter
+    from store.pipeline.segment_reader import SegmentReader, SegmentSplit
+
+    path = write_store(str(tmp_path), 16)[0]
+    reader = SegmentReader(SegmentSplit(path, 0), columns=["phy_offset"], batch_bytes=512 << 10,
+                           row_filter=RowFilter(frozenset({"NoSuchTopic"})))
+    peak = 0
+    real_mask = reader.row_filter.mask
+
+    def mask(decoder, part):                   # sampled as each window is filtered
+        nonlocal peak
+        peak = max(peak, _mapped_rss_kib(path))
+        return real_mask(decoder, part)
+
+    reader.row_filter = type("Sampled", (), {"mask": staticmethod(mask)})()
+    assert list(reader.batches()) == [] and reader.end.records > 6000
+    assert peak <= 4 * 1024, peak
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
 @pytest.mark.parametrize("use_views", [False, True])
 def test_a_reader_keeps_only_the_batches_in_flight_resident(tmp_path, use_views):
     # A whole 8 MiB segment read in 512 KiB batches: the pages behind the decoded batches are

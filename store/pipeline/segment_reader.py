@@ -162,7 +162,7 @@ class SegmentReader:
                                     prepare=window.prepare)
         decoder = RecordDecoder(buf, self.split.file_from_offset, os.path.basename(self.split.path),
                                 views=self.views)
-        parts = self._parts(scanner, decoder)
+        parts = self._parts(scanner, decoder, window)
         if self.decode_threads <= 1:
             for part in parts:
                 batch = decoder.batch(part, self.columns)
@@ -172,7 +172,7 @@ class SegmentReader:
             yield from self._decoded_in_threads(parts, decoder, window)
         self.end = SegmentEnd(self.split.file_from_offset + scanner.end_position, scanner.end_kind, scanner.records)
 
-    def _parts(self, scanner, decoder: RecordDecoder) -> Iterator[ScanLayout]:
+    def _parts(self, scanner, decoder: RecordDecoder, window: _Window | None = None) -> Iterator[ScanLayout]:
         for rows in scanner.batches():
             part = ScanLayout(rows)
             keep = self.row_filter.mask(decoder, part)
@@ -180,6 +180,10 @@ class SegmentReader:
                 part = part.take(np.flatnonzero(keep))
             if len(part):
                 yield part
+            elif window is not None:
+                # Nothing kept (a topic filter): no batch will release these pages. The decodes
+                # still in flight may fault theirs back in; none reads past its own part.
+                window.done_below(int(rows[-1, _POS]))
 
     def _decoded_in_threads(self, parts: Iterator[ScanLayout], decoder: RecordDecoder,
                             window: _Window | None = None) -> Iterator[pa.RecordBatch]:
