@@ -292,8 +292,13 @@ static int bisect_units(const unsigned char *u, Py_ssize_t len, int64_t low, int
         /* The next probe is one of two units: fetch both while this one's record is read (a probe
          * is two dependent cache misses, its unit then its record; this takes the unit's off the
          * chain). A prefetch never faults, and no answer depends on it. */
-        __builtin_prefetch(u + ((low + mid - 1) >> 1) * CQ_UNIT_BYTES);
-        __builtin_prefetch(u + ((mid + 1 + high) >> 1) * CQ_UNIT_BYTES);
+        int64_t last = (len - 12) / CQ_UNIT_BYTES, before = mid - 1, after = mid + 1;
+        int64_t next_low = (low >> 1) + (before >> 1) + (low & before & 1);
+        int64_t next_high = (after >> 1) + (high >> 1) + (after & high & 1);
+        if (next_low >= 0 && next_low <= last)
+            __builtin_prefetch(u + next_low * CQ_UNIT_BYTES);
+        if (next_high >= 0 && next_high <= last)
+            __builtin_prefetch(u + next_high * CQ_UNIT_BYTES);
         if (phy_offset < min_phy) {
             low = mid + 1;
             b->left = mid;

@@ -150,10 +150,14 @@ PyObject *rmq_scan(PyObject *self, PyObject *args)
             Py_ssize_t next = pos + total;
             int32_t next_total = get32(b + next);
             if (next_total > 0 && next_total <= end - next) {
-                __builtin_prefetch(b + next + next_total - 1);
-                __builtin_prefetch(b + next + next_total - 65);
-                __builtin_prefetch(b + next + next_total);
-                __builtin_prefetch(b + next + next_total + 64);
+                Py_ssize_t tail = next + next_total;        /* <= end */
+                __builtin_prefetch(b + tail - 1);
+                if (next_total > 64)
+                    __builtin_prefetch(b + tail - 65);
+                if (end - tail > 64) {
+                    __builtin_prefetch(b + tail);
+                    __builtin_prefetch(b + tail + 64);
+                }
             }
         }
         if (magic == MAGIC_BLANK) {
