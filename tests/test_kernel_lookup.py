@@ -434,3 +434,25 @@ def test_query_message_past_int64_times_takes_the_twins_and_agrees(store):
         assert [m.commit_log_offset for m in wide.messages] == \
             [m.commit_log_offset for m in usual.messages]
         assert wide.messages == usual.messages
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("matching", [False, True])
+def test_a_chain_cycle_under_a_huge_index_count_ends(matching):
+    # Found by the fuzz driver (CI hung in query.c's walk): entries 1 and 2 point at each other and
+    # the count claims 2**62 entries (IndexFile's load refuses that; a caller of the kernel may
+    # not). The walk takes at most min(index_count, max_index) steps, in the C and the twin alike.
+    slots, max_index, key_hash = 4, 8, 1
+    buf = bytearray(40 + 4 * slots + 20 * max_index)
+    struct.pack_into(">i", buf, 40 + 4 * (key_hash % slots), 2)          # slot -> entry 2
+    hashes = key_hash if matching else key_hash + 1
+    struct.pack_into(">iqii", buf, 40 + 4 * slots + 20 * 1, hashes, 100, 0, 2)
+    struct.pack_into(">iqii", buf, 40 + 4 * slots + 20 * 2, hashes, 200, 0, 1)
+    args = (bytes(buf), key_hash, slots, max_index, 2**62, 0, 10**6, 0, 10**6)
+    want = []
+    lookup.index_select_py(*args, want)
+    assert want == ([200, 100] * 4 if matching else [])
+    if lookup.COMPILED:
+        got = []
+        assert _native.index_select(*args, got) is None
+        assert got == want

@@ -157,3 +157,25 @@ def test_query_result_is_the_dataclass_built_by_its_init(fields):
     assert list(vars(built)) == [f.name for f in dataclasses.fields(QueryMessageResult)]
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.truncated = not built.truncated
+
+
+@needs_kernel
+@pytest.mark.timeout(60)
+def test_a_chain_cycle_under_a_huge_index_count_ends_in_query_keys():
+    # query.c's own walk (the fuzz driver hung CI there): a two-entry cycle whose header claims
+    # 2**62 entries stops after min(index_count, max_index) steps, as the twin does.
+    import struct
+
+    rng = random.Random(11)
+    args = query_target.make_args(rng)
+    topic, key = args[1], args[2]
+    key_hash = query.index_key_hash_py(topic + "#" + key)
+    slots, max_index = 4, 8
+    buf = bytearray(40 + 4 * slots + 20 * max_index)
+    struct.pack_into(">i", buf, 40 + 4 * (key_hash % slots), 2)
+    struct.pack_into(">iqii", buf, 40 + 4 * slots + 20 * 1, key_hash + 1, 100, 0, 2)
+    struct.pack_into(">iqii", buf, 40 + 4 * slots + 20 * 2, key_hash + 1, 200, 0, 1)
+    cycle = query_target.FakeIndexFile(bytes(buf), slots, max_index, 2**62, query_target.BASE_MS,
+                                       query_target.BASE_MS + 5000, 0, False)
+    args = ([cycle], topic, key, 32, 0, FOREVER_MS) + args[6:]
+    assert _native.query_keys(*args) == query.query_keys_py(*args)

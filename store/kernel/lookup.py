@@ -48,8 +48,8 @@ def index_select_py(buf, key_hash: int, max_hash_slot_num: int, max_index_num: i
     """Append to `result` the phy offsets of the entries of `key_hash`'s chain in `buf` (a whole
     index file) stored in [begin_ms, end_ms], newest first, until it holds `max_num`.
 
-    At most `index_count` steps, which the caller keeps <= max_index_num (IndexFile's header load
-    refuses more)."""
+    At most min(`index_count`, `max_index_num`) steps (IndexFile's header load refuses a count past
+    max_index_num; a corrupt count from elsewhere must not make a cycle endless)."""
     entries_position = _INDEX_HEADER_BYTES + max_hash_slot_num * _SLOT_BYTES
     entry_number = _unpack_slot(
         buf, _INDEX_HEADER_BYTES + (key_hash % max_hash_slot_num) * _SLOT_BYTES)[0]
@@ -57,7 +57,7 @@ def index_select_py(buf, key_hash: int, max_hash_slot_num: int, max_index_num: i
         return
     # A valid chain visits each entry at most once; the bound also stops a corrupt cycle, where the
     # broker would loop until max_num (or forever).
-    for _step in range(index_count):
+    for _step in range(min(index_count, max_index_num)):
         if len(result) >= max_num:
             return
         if entry_number >= max_index_num:

@@ -764,8 +764,11 @@ PyObject *rmq_index_select(PyObject *self, PyObject *const *args, Py_ssize_t nar
     long long entry = get32(p + slot_pos);
     if (entry <= 0 || entry > index_count || index_count <= 1)
         goto done;
-    /* At most index_count steps: a valid chain visits each entry once; this also stops a cycle. */
-    for (long long step = 0; step < index_count; step++) {
+    /* At most min(index_count, max_index) steps: a valid chain visits each entry once, and there
+     * are no more entries than that; this also stops a corrupt cycle, whatever count the header
+     * claims (IndexFile's load refuses a count past max_index, a caller of this may not have). */
+    long long steps = index_count < max_index ? index_count : max_index;
+    for (long long step = 0; step < steps; step++) {
         if (PyList_GET_SIZE(result) >= max_num)
             break;
         if (entry >= max_index)

@@ -83,7 +83,8 @@ static int walk(const unsigned char *p, Py_ssize_t len, int64_t key_hash, int64_
     int64_t entry = get32(p + slot_pos);
     if (entry <= 0 || entry > index_count || index_count <= 1)
         return 0;
-    for (int64_t step = 0; step < index_count; step++) {
+    int64_t steps = index_count < max_index ? index_count : max_index;   /* lookup.c's index_select */
+    for (int64_t step = 0; step < steps; step++) {
         if (*n >= max_num || entry >= max_index)
             return 0;
         int64_t position = entries_pos + entry * ENTRY_BYTES;
