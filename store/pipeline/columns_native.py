@@ -40,6 +40,16 @@ FIXED_CODES = {
 }
 
 
+def _validity(layout, name: str, n: int) -> tuple[pa.Buffer | None, int]:
+    """(validity bitmap or None, null count) of column `name` over the `n` rows of `layout`: TAGS,
+    KEYS and UNIQ_KEY are null where the scan found no value; every other column has none."""
+    if name not in _NULLABLE:
+        return None, 0
+    present = layout.field(_NULLABLE[name] + "_pos") >= 0
+    nulls = n - int(np.count_nonzero(present))
+    return (pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None), nulls
+
+
 def fixed(layout, columns: list[str], file_from_offset: int) -> dict[str, pa.Array]:
     """The fixed-width columns among `columns` from one kernel.fixed_columns pass over the rows (one
     recycled buffer, each column a slice of it) instead of a strided copy, a cast and an allocation
@@ -95,12 +105,7 @@ def decode(buf: np.ndarray, layout, columns: list[str], arrow_types: dict) -> di
             out[name] = pa.MapArray.from_arrays(entry_offsets, keys, items)
         else:
             slot = native.SLOT[name]
-            validity, nulls = None, 0
-            if name in _NULLABLE:
-                present = layout.field(_NULLABLE[name] + "_pos") >= 0
-                nulls = n - int(np.count_nonzero(present))
-                if nulls:
-                    validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+            validity, nulls = _validity(layout, name, n)
             out[name] = pa.Array.from_buffers(arrow_types[name], n, [validity, row_offsets(slot), data[slot]],
                                               null_count=nulls)
     return out
@@ -134,12 +139,7 @@ def views(buf: np.ndarray, buffers: list[pa.Buffer], layout, columns: list[str])
     for k, name in enumerate(names):
         if flags & view_kernel.VIEW_WANT[name]:
             continue
-        validity, nulls = None, 0
-        if name in _NULLABLE:
-            present = layout.field(_NULLABLE[name] + "_pos") >= 0
-            nulls = n - int(np.count_nonzero(present))
-            if nulls:
-                validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+        validity, nulls = _validity(layout, name, n)
         arrays[name] = pa.Array.from_buffers(VIEW_TYPES[name], n, [validity, out.slice(16 * n * k, 16 * n),
                                                                    *buffers], null_count=nulls)
     return arrays
