@@ -284,15 +284,16 @@ static int bisect_units(const unsigned char *u, Py_ssize_t len, int64_t low, int
                         int64_t timestamp_ms, int64_t min_phy, store_times *c, bisection *b)
 {
     b->target = b->left = b->right = b->left_time = b->right_time = -1;
+    int64_t last = len < 12 ? -1 : (len - 12) / CQ_UNIT_BYTES;     /* the last unit inside u */
     while (high >= low) {
         int64_t mid = (low >> 1) + (high >> 1) + (low & high & 1);   /* (low + high) // 2, no overflow */
-        if (mid < 0 || len < 12 || mid > (len - 12) / CQ_UNIT_BYTES)
+        if (mid < 0 || mid > last)
             return 2;
         int64_t phy_offset = get64(u + mid * CQ_UNIT_BYTES);
         /* The next probe is one of two units: fetch both while this one's record is read (a probe
          * is two dependent cache misses, its unit then its record; this takes the unit's off the
          * chain). A prefetch never faults, and no answer depends on it. */
-        int64_t last = (len - 12) / CQ_UNIT_BYTES, before = mid - 1, after = mid + 1;
+        int64_t before = mid - 1, after = mid + 1;
         int64_t next_low = (low >> 1) + (before >> 1) + (low & before & 1);
         int64_t next_high = (after >> 1) + (high >> 1) + (after & high & 1);
         if (next_low >= 0 && next_low <= last)
