@@ -43,7 +43,8 @@ def _work_for(mode: str, body_bytes: int, threads: int, count: int, start: int):
 
 
 def put_round(store, work) -> tuple[float, float, int]:
-    """Run the producers; returns (put seconds, end-to-end indexed seconds, messages)."""
+    """Run the producers; returns (put seconds, end-to-end indexed seconds, messages). Callers
+    settle the heap first (`common.settle_heap`), outside their CPU accounting."""
     errors = []
 
     def producer(calls):
@@ -75,6 +76,7 @@ def one_case(args, mode: str, body_bytes: int, threads: int, count: int):
         with common.scratch_dir(args, "put") as root:
             store = MessageStore.open(common.store_config(root))
             try:
+                common.settle_heap()
                 put_s, indexed_s, n = put_round(store, work)
             finally:
                 store.close()

@@ -27,6 +27,7 @@ def _ours(args, mode: str, count: int):
     with common.scratch_dir(args, "put-cores") as root:
         store = MessageStore.open(common.store_config(root))
         try:
+            common.settle_heap()
             cpu_started = time.process_time()
             put_s, indexed_s, n = put_round(store, work)
             cpu_s = time.process_time() - cpu_started

@@ -46,6 +46,7 @@ def one_point(args, backend: str, queue_count: int, count: int) -> dict:
         config = common.store_config(root, store_type=backend)
         store = MessageStore.open(config)
         try:
+            common.settle_heap()
             started = time.perf_counter()
             for message in messages:
                 result = store.put_message(message)
