@@ -124,10 +124,12 @@ class TopicConfigManager:
     def is_batch_topic(self, name: str) -> bool:
         """[5.x] `QueueTypeUtils.isBatchCq`: attributes `queue.type=BatchCQ` (an unknown value:
         not a batch topic here, where RocketMQ's CQType.valueOf throws)."""
-        from store.consumequeue.batch.topic_type import is_batch_cq
         cfg = self._topics.get(name)
+        if cfg is None or not cfg.attributes:      # dispatch asks per topic and pass: no import
+            return False
+        from store.consumequeue.batch.topic_type import is_batch_cq
         try:
-            return cfg is not None and is_batch_cq(cfg.attributes)
+            return is_batch_cq(cfg.attributes)
         except ValueError:
             return False
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections import deque
-from itertools import repeat
+from itertools import chain, repeat
 
 import numpy as np
 from rocksdict import WriteBatch
@@ -123,8 +123,8 @@ def _pass_columns(store, runs, values: bytes, queue_offsets):
     if (lengths < 1).any() or starts[0] != 0 or (starts[1:] != ends[:-1]).any() or \
             ends[-1] != len(offsets) or len(values) != _VALUE * len(offsets):
         return None         # runs not one after another over all the units, as dispatch makes them
-    states = np.array(list(map(store._max.get, queues, repeat(_ABSENT))),
-                      dtype=np.int64).reshape(count, 3)
+    states = np.fromiter(chain.from_iterable(map(store._max.get, queues, repeat(_ABSENT))),
+                         dtype=np.int64, count=3 * count).reshape(count, 3)
     firsts, last_offsets = offsets[starts], offsets[starts + lengths - 1]
     known_offset, known_end = states[:, 0], states[:, 2]
     follows = (np.asarray(runs[3]) != 0) & (np.asarray(runs[4], dtype=np.int64) > known_end) & \
