@@ -11,7 +11,7 @@ import mmap
 import os
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,14 +20,14 @@ import pyarrow as pa
 from store import kernel
 from store.pipeline.commitlog_decoder import COMMITLOG_COLUMNS, RecordDecoder, RowFilter, ScanLayout
 from store.kernel import columns as kernel_columns
-from store.pipeline.commitlog_scan import _POS, _SIZE, RecordScanner, walk_records
+from store.pipeline.commitlog_scan import END_BLANK, _POS, _SIZE, RecordScanner, scan_rows_buffer, walk_records
 from store.pipeline.layout import SegmentFile
 
 DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 _WALK_SCRATCH = 4096     # positions per walk_headers call while planning (only the boundaries are kept)
-# Batches decoded at once by one reader (its scan runs beside them): both cores when the kernel is
-# compiled (its scan and decode_columns release the GIL); the numpy path holds the GIL too much to gain.
+# Windows scanned and decoded at once by one reader: both cores when the kernel is compiled (its scan
+# and decode_columns release the GIL); the numpy path holds the GIL too much to gain.
 DECODE_THREADS = min(2, os.cpu_count() or 1) if kernel.COMPILED else 1
 
 
@@ -146,6 +146,7 @@ class SegmentReader:
         self.decode_threads = decode_threads
         self.views = views      # body, topic, properties_raw, tags, keys, uniq_key as views into the map
         self.end: SegmentEnd | None = None
+        self.windows_in_threads = 0     # windows scanned by the decode threads (the rest: sequentially)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         buf = map_file(self.split.path)
@@ -162,6 +163,9 @@ class SegmentReader:
                                     prepare=window.prepare)
         decoder = RecordDecoder(buf, self.split.file_from_offset, os.path.basename(self.split.path),
                                 views=self.views)
+        if self.decode_threads > 1 and not self.split.dledger:
+            yield from self._scanned_in_threads(buf, decoder, window)
+            return
         parts = self._parts(scanner, decoder, window)
         if self.decode_threads <= 1:
             for part in parts:
@@ -212,6 +216,114 @@ class SegmentReader:
             finally:
                 for future, _ in pending:            # closed early, or a decode failed
                     future.cancel()
+
+    def _scanned_in_threads(self, buf, decoder: RecordDecoder, window: _Window) -> Iterator[pa.RecordBatch]:
+        """`batches()` with each window scanned by the thread that decodes it, so the scan (a fifth
+        of the work) leaves the reader's thread and both cores scan and decode.
+
+        Window k is `RecordScanner`'s window k: it starts where the scan of window k - 1 stopped
+        (its worker hands that position on as soon as its scan is done, before its decode) and
+        scans with the same limit, so its rows are the sequential ones. Only the usual case goes
+        on this way: a window with records, not ended by a BLANK or the split's end. A window that
+        finds no record (one the scan refuses, or one larger than a window) stops the hand-over,
+        and `RecordScanner` goes on from that window's start (or from a BLANK or the split's end):
+        the batches and `end` are the sequential ones (tests compare them on damaged segments).
+        """
+        view = memoryview(buf)
+        stop = len(view) if self.split.stop_position is None else min(self.split.stop_position, len(view))
+        records, position = 0, stop
+        first = Future()
+        first.set_result(self.split.start_position)
+        handed = first                   # the start of the next window to submit, once known
+        rows_hint = [1024]
+        with ThreadPoolExecutor(self.decode_threads, thread_name_prefix="segment-decode") as pool:
+            pending: deque = deque()
+            try:
+                while True:
+                    while handed is not None and len(pending) <= self.decode_threads:
+                        following = Future()
+                        pending.append(pool.submit(self._scan_and_decode, view, handed, following, stop,
+                                                   rows_hint, decoder, window))
+                        handed = following
+                    if not pending:
+                        break
+                    result = pending.popleft().result()
+                    if result is None:       # an earlier window stopped the hand-over
+                        continue
+                    count, start, next_position, kind, batch, end, goes_on = result
+                    records += count
+                    self.windows_in_threads += 1
+                    if count:
+                        window.done_below(end)
+                    if batch is not None:
+                        yield batch
+                    if goes_on:
+                        continue
+                    for later in pending:    # they return None at once: their start never comes
+                        later.cancel()
+                    pending.clear()
+                    handed = None
+                    if count and kind == kernel.STOP_BLANK:
+                        self.end = SegmentEnd(self.split.file_from_offset + next_position, END_BLANK,
+                                              records)
+                        return
+                    position = next_position if count else start
+                    break
+            finally:
+                for later in pending:        # closed early, or a decode failed
+                    later.cancel()
+        scanner = RecordScanner(buf, position, self.split.stop_position, check_crc=self.check_crc,
+                                batch_bytes=self.batch_bytes, prepare=window.prepare)
+        yield from self._decoded_in_threads(self._parts(scanner, decoder, window), decoder, window)
+        self.end = SegmentEnd(self.split.file_from_offset + scanner.end_position, scanner.end_kind,
+                              records + scanner.records)
+
+    def _scan_and_decode(self, view, started: Future, following: Future, stop: int, rows_hint: list,
+                         decoder: RecordDecoder, window: _Window):
+        """In a worker: wait for this window's start, scan it as `RecordScanner` does, hand the next
+        start on (or None: the hand-over stops), then filter and decode. None when no start came;
+        else (records, start, where the scan stopped, its kind, the batch or None, the last record's
+        end, whether the next window goes on from here)."""
+        try:
+            start = started.result()
+            if start is None:
+                following.set_result(None)
+                return None
+            soft = min(start + self.batch_bytes, stop)
+            if start >= stop:
+                following.set_result(None)
+                return 0, start, start, kernel.STOP_END, None, start, False
+            window.prepare(start, soft)
+            out = scan_rows_buffer(rows_hint[0])
+            count, position = 0, start
+            while True:
+                got, position, kind, _ = kernel.scan(view, position, soft, self.check_crc, out[count:])
+                count += got
+                if kind != kernel.STOP_FULL:
+                    break
+                bigger = scan_rows_buffer(out.shape[0] * 2)
+                bigger[:count] = out[:count]
+                out = bigger
+            # As RecordScanner: after a window with records, the next starts where the scan
+            # stopped (a record crossing the limit, or one it refused: that window then finds
+            # nothing and the sequential scan judges it), unless at a BLANK or the split's end.
+            goes_on = count > 0 and kind != kernel.STOP_BLANK and position < stop
+            following.set_result(position if goes_on else None)
+        except BaseException:
+            if not following.done():
+                following.set_result(None)
+            raise
+        if not count:
+            return 0, start, position, kind, None, start, False
+        rows_hint[0] = max(rows_hint[0], count + count // 8 + 1)
+        rows = out[:count]
+        end = int(rows[-1, _POS] + rows[-1, _SIZE])
+        part = ScanLayout(rows)
+        keep = self.row_filter.mask(decoder, part)
+        if keep is not None:
+            part = part.take(np.flatnonzero(keep))
+        batch = decoder.batch(part, self.columns) if len(part) else None
+        return count, start, position, kind, batch, end, goes_on
 
     @staticmethod
     def _next_decoded(pending: deque, window: _Window | None) -> pa.RecordBatch:
