@@ -142,6 +142,22 @@ def scan_rows_buffer(rows: int) -> np.ndarray:
     return np.frombuffer(memory, dtype=np.int64).reshape(rows, kernel.SCAN_FIELDS)
 
 
+def scan_window(view, position: int, soft: int, check_crc: bool, rows_hint: int) -> tuple[np.ndarray, int, int]:
+    """One scan window: `kernel.scan` from `position` (a record start) up to `soft` into a recycled
+    row buffer of `rows_hint` rows, doubled as often as it fills. (rows, where the scan stopped,
+    its STOP_* kind other than STOP_FULL)."""
+    out = scan_rows_buffer(rows_hint)
+    count = 0
+    while True:
+        got, position, kind, _ = kernel.scan(view, position, soft, check_crc, out[count:])
+        count += got
+        if kind != kernel.STOP_FULL:
+            return out[:count], position, kind
+        bigger = scan_rows_buffer(out.shape[0] * 2)
+        bigger[:count] = out[:count]
+        out = bigger
+
+
 _PLAN_ROWS = 65536  # rows per kernel.scan call of a header walk (13 MiB of scratch)
 _POS, _SIZE = kernel.COL["pos"], kernel.COL["size"]
 
@@ -195,21 +211,12 @@ class RecordScanner:
             soft = min(position + self.batch_bytes, stop)
             if self.prepare is not None:
                 self.prepare(position, soft)
-            out = scan_rows_buffer(rows_hint)
-            count = 0
-            while True:
-                got, next_position, kind, _ = kernel.scan(view, position, soft, self.check_crc, out[count:])
-                count += got
-                position = next_position
-                if kind != kernel.STOP_FULL:
-                    break
-                bigger = scan_rows_buffer(out.shape[0] * 2)
-                bigger[:count] = out[:count]
-                out = bigger
+            rows, position, kind = scan_window(view, position, soft, self.check_crc, rows_hint)
+            count = len(rows)
             if count:
                 rows_hint = max(rows_hint, count + count // 8 + 1)
                 self.records += count
-                yield out[:count]
+                yield rows
                 if kind == kernel.STOP_BLANK:
                     self._finish(position, END_BLANK)
                     return

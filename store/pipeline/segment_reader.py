@@ -20,7 +20,7 @@ import pyarrow as pa
 from store import kernel
 from store.pipeline.commitlog_decoder import COMMITLOG_COLUMNS, RecordDecoder, RowFilter, ScanLayout
 from store.kernel import columns as kernel_columns
-from store.pipeline.commitlog_scan import END_BLANK, _POS, _SIZE, RecordScanner, scan_rows_buffer, walk_records
+from store.pipeline.commitlog_scan import END_BLANK, _POS, _SIZE, RecordScanner, scan_window, walk_records
 from store.pipeline.layout import SegmentFile
 
 DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
@@ -151,6 +151,11 @@ class SegmentReader:
     def batches(self) -> Iterator[pa.RecordBatch]:
         buf = map_file(self.split.path)
         window = _Window(buf, self.split.start_position)
+        decoder = RecordDecoder(buf, self.split.file_from_offset, os.path.basename(self.split.path),
+                                views=self.views)
+        if self.decode_threads > 1 and not self.split.dledger:
+            yield from self._scanned_in_threads(buf, decoder, window)
+            return
         if self.split.dledger:
             from store.pipeline.dledger_scan import DLedgerScanner
             scanner = DLedgerScanner(buf, self.split.file_from_offset, self.split.path,
@@ -161,11 +166,6 @@ class SegmentReader:
             scanner = RecordScanner(buf, self.split.start_position, self.split.stop_position,
                                     check_crc=self.check_crc, batch_bytes=self.batch_bytes,
                                     prepare=window.prepare)
-        decoder = RecordDecoder(buf, self.split.file_from_offset, os.path.basename(self.split.path),
-                                views=self.views)
-        if self.decode_threads > 1 and not self.split.dledger:
-            yield from self._scanned_in_threads(buf, decoder, window)
-            return
         parts = self._parts(scanner, decoder, window)
         if self.decode_threads <= 1:
             for part in parts:
@@ -178,16 +178,19 @@ class SegmentReader:
 
     def _parts(self, scanner, decoder: RecordDecoder, window: _Window | None = None) -> Iterator[ScanLayout]:
         for rows in scanner.batches():
-            part = ScanLayout(rows)
-            keep = self.row_filter.mask(decoder, part)
-            if keep is not None:
-                part = part.take(np.flatnonzero(keep))
+            part = self._kept(rows, decoder)
             if len(part):
                 yield part
             elif window is not None:
                 # Nothing kept (a topic filter): no batch will release these pages. The decodes
                 # still in flight may fault theirs back in; none reads past its own part.
                 window.done_below(int(rows[-1, _POS]))
+
+    def _kept(self, rows: np.ndarray, decoder: RecordDecoder) -> ScanLayout:
+        """The scan rows the row filter keeps."""
+        part = ScanLayout(rows)
+        keep = self.row_filter.mask(decoder, part)
+        return part if keep is None else part.take(np.flatnonzero(keep))
 
     def _decoded_in_threads(self, parts: Iterator[ScanLayout], decoder: RecordDecoder,
                             window: _Window | None = None) -> Iterator[pa.RecordBatch]:
@@ -294,16 +297,8 @@ class SegmentReader:
                 following.set_result(None)
                 return 0, start, start, kernel.STOP_END, None, start, False
             window.prepare(start, soft)
-            out = scan_rows_buffer(rows_hint[0])
-            count, position = 0, start
-            while True:
-                got, position, kind, _ = kernel.scan(view, position, soft, self.check_crc, out[count:])
-                count += got
-                if kind != kernel.STOP_FULL:
-                    break
-                bigger = scan_rows_buffer(out.shape[0] * 2)
-                bigger[:count] = out[:count]
-                out = bigger
+            rows, position, kind = scan_window(view, start, soft, self.check_crc, rows_hint[0])
+            count = len(rows)
             # As RecordScanner: after a window with records, the next starts where the scan
             # stopped (a record crossing the limit, or one it refused: that window then finds
             # nothing and the sequential scan judges it), unless at a BLANK or the split's end.
@@ -316,12 +311,8 @@ class SegmentReader:
         if not count:
             return 0, start, position, kind, None, start, False
         rows_hint[0] = max(rows_hint[0], count + count // 8 + 1)
-        rows = out[:count]
         end = int(rows[-1, _POS] + rows[-1, _SIZE])
-        part = ScanLayout(rows)
-        keep = self.row_filter.mask(decoder, part)
-        if keep is not None:
-            part = part.take(np.flatnonzero(keep))
+        part = self._kept(rows, decoder)
         batch = decoder.batch(part, self.columns) if len(part) else None
         return count, start, position, kind, batch, end, goes_on
 
