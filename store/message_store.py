@@ -12,7 +12,8 @@ import threading
 
 from store.api import GetMessageResult, Message, PutMessageResult, PutMessageStatus
 from store.commitlog.commit_log import CommitLog, RecordTooLargeForSegment
-from store.commitlog.put_path import PutRefused, PutSettings, encode_for_put, parse_delay_levels
+from store.commitlog.put_path import (PutRefused, PutSettings, encode_for_put, parse_delay_levels,
+                                      validated_now)
 from store.commitlog.read_path import (
     TagFilter, TransferLimits, get_message, pull_unfiltered_fast, total_physical_memory_bytes,
 )
@@ -33,6 +34,7 @@ from store.timer.hook import TimerHookSettings, TimerRefused, rewrite_timer_mess
 
 
 _NO_FILTER = (None, "", "*")    # tag expressions TagFilter.parse reads as "everything"
+MAX_NOTED_RANGE = 1024          # _note_topic notes at most this many of a topic's queues at once
 
 
 class MessageStore(LookupsMixin):
@@ -200,6 +202,10 @@ class MessageStore(LookupsMixin):
         """Append one message; returns where it landed, or RocketMQ's status for a refusal."""
         fast = self._put_fast   # the common case in one native call; else None or its born time
         if fast is not None and (done := put_fast(self, message, fast)) is not None:
+            if type(done) is int and validated_now(message.topic, self._put_settings):
+                # A topic's first message: validated here once, then taken by the one call too,
+                # with the born time it read (not the whole Python path per new topic).
+                done = put_fast(self, message, fast, done) or done
             if type(done) is PutMessageResult:     # SYNC_FLUSH: it waits for its group commit
                 return done if not self._sync_flush else self.services.await_flush(done, message)
             return self._put_one(message, done)
@@ -369,16 +375,22 @@ class MessageStore(LookupsMixin):
                               long_poll_ms, lambda: self.closed)
 
     def _note_topic(self, topic: str, queue_id: int) -> None:
-        """Record a topic (and enough queues) in topics.json, as a broker's auto-create does."""
+        """Record a topic (and enough queues) in topics.json, as a broker's auto-create does.
+
+        Every queue the topic's config then covers is noted at once: their first puts would change
+        nothing here (configs only grow: this is their one writer), so a topic of N queues costs
+        one call, not N (the put path calls this for a queue not yet noted)."""
         config = self.topics.get(topic)
         queue_nums = max(queue_id + 1, self.config.default_topic_queue_nums)
         if config is None:
-            self.topics.create_topic(topic, queue_nums, queue_nums)
+            config = self.topics.create_topic(topic, queue_nums, queue_nums)
         elif queue_id >= config.write_queue_nums:
             config.read_queue_nums = max(config.read_queue_nums, queue_id + 1)
             config.write_queue_nums = queue_id + 1
             self.topics.put_topic(config)
-        self._noted_queues.setdefault(topic, set()).add(queue_id)
+        noted = self._noted_queues.setdefault(topic, set())
+        noted.update(range(min(config.write_queue_nums, MAX_NOTED_RANGE)))
+        noted.add(queue_id)
 
     def is_known_queue(self, topic: str, queue_id: int) -> bool:
         """A queue with a consume queue, or of a topic listed in topics.json."""

@@ -164,6 +164,24 @@ def test_put_fast_puts_a_queues_first_message_and_notes_the_queue(store, functio
     assert (config.read_queue_nums, config.write_queue_nums) == (12, 12)
     assert store.commit_log.queue_offsets[("TopicA", 11)] == 1
     assert store.look_message_by_offset(result.wrote_offset).queue_id == 11
+    assert store._noted_queues["TopicA"] == set(range(12))   # every queue topics.json now covers
+
+
+def test_a_topics_queues_are_noted_at_its_first_put_and_a_larger_one_still_grows_it(store,
+                                                                                     monkeypatch):
+    """_note_topic notes every queue a topic's config covers at once (their first puts would not
+    change topics.json); a queue past them is noted when it comes, and grows the config."""
+    calls = []
+    note = store._note_topic
+    monkeypatch.setattr(store, "_note_topic", lambda *args: calls.append(args) or note(*args))
+    for queue_id in (2, 0, 7, 5):
+        assert store.put_message(Message("TopicB", b"x", queue_id)).ok
+    assert calls == [("TopicB", 2)]
+    assert store._noted_queues["TopicB"] == set(range(8))
+    assert store.put_message(Message("TopicB", b"x", 9)).ok
+    assert calls[1:] == [("TopicB", 9)]
+    config = store.topics.get("TopicB")
+    assert (config.read_queue_nums, config.write_queue_nums) == (10, 10)
 
 
 @pytest.mark.parametrize("function", FAST_FUNCTIONS)
@@ -173,10 +191,10 @@ def test_an_error_noting_the_queue_comes_after_the_put_as_on_the_python_path(sto
         raise OSError("topics.json: disk gone")
     monkeypatch.setattr(store, "_note_topic", broken)
     before = store.commit_log.mapped_files.files[-1].wrote_position
-    with pytest.raises(OSError, match="disk gone"):
-        function(store, Message("TopicA", b"q", 5), _state(store))
+    with pytest.raises(OSError, match="disk gone"):   # a queue past the topic's configured ones
+        function(store, Message("TopicA", b"q", 40), _state(store))
     assert store.commit_log.mapped_files.files[-1].wrote_position > before   # written
-    assert store.commit_log.queue_offsets[("TopicA", 5)] == 1
+    assert store.commit_log.queue_offsets[("TopicA", 40)] == 1
 
 
 def _disk_full(store):
@@ -264,8 +282,10 @@ def test_put_fast_reads_the_system_clock_for_the_default_clock(tmp_path, functio
 @pytest.mark.parametrize("function", FAST_FUNCTIONS)
 def test_put_fast_refuses_bad_arguments_alike(store, function):
     message = Message("TopicA", b"x", 1)
-    with pytest.raises(TypeError, match=r"put_fast\(store, message, state \(12-tuple\)\)"):
+    with pytest.raises(TypeError, match=r"put_fast\(store, message, state \(12-tuple\)\[, born"):
         function(store, message, _state(store)[:5])
+    with pytest.raises(TypeError, match=r"put_fast\(store, message, state \(12-tuple\)\[, born"):
+        function(store, message, _state(store), 12.5)
     bad = list(_state(store))
     bad[7] = []
     with pytest.raises(TypeError, match="state\\[7\\] must be a dict"):
@@ -380,3 +400,41 @@ def test_sync_flush_puts_take_the_fast_path_and_wait_for_their_sync(tmp_path, mo
         assert late.status is PutMessageStatus.FLUSH_DISK_TIMEOUT and not slow_path
         assert late.error == "flush did not complete in time"
         assert store.look_message_by_offset(late.wrote_offset).body == b"late"
+
+
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+def test_a_born_time_given_is_used_instead_of_the_clock(store, function):
+    result = function(store, Message("TopicA", b"b", 1), _state(store), 1_600_000_000_123)
+    assert result.ok and store.clock_ms() != 1_600_000_000_123
+    assert store.look_message_by_offset(result.wrote_offset).born_timestamp == 1_600_000_000_123
+    assert result.store_timestamp == store.clock_ms()   # the store time still read
+
+
+def test_a_new_topics_first_message_takes_the_fast_path_on_a_second_try(tmp_path, monkeypatch):
+    # The first try declines (the topic is not validated yet) and answers its born time; the
+    # store validates the topic and tries again with that time: no Python put path.
+    clock = FakeClock(step_ms=1)
+    opened = MessageStore.open(small_config(tmp_path), clock_ms=clock)
+    try:
+        opened.put_message(Message("TopicA", b"first", 1))
+        if opened._put_fast is None:
+            pytest.skip("no fast path here (the kernel is not built)")
+        tries = []
+        monkeypatch.setattr(message_store_module, "put_fast",
+                            lambda *args: tries.append(len(args)) or put_fast_module.put_fast(*args))
+
+        def no_python_path(*args):
+            raise AssertionError("the Python put path ran")
+        monkeypatch.setattr(opened, "_put_one", no_python_path)
+        before = clock.now
+        result = opened.put_message(Message("TopicNeverSeenBefore", b"x", 3))
+        assert result.ok and tries == [3, 4]
+        found = opened.look_message_by_offset(result.wrote_offset)
+        assert found.born_timestamp == before     # the time the first try read, once
+        assert found.topic == "TopicNeverSeenBefore"
+        assert opened.topics.get("TopicNeverSeenBefore").write_queue_nums == 8
+        monkeypatch.undo()
+        refused = opened.put_message(Message("bad topic!", b"x", 1))   # illegal: no second try
+        assert not refused.ok and "topic" in refused.error
+    finally:
+        opened.close()

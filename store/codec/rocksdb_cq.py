@@ -91,9 +91,10 @@ class OffsetValue:
 
 
 @lru_cache(maxsize=65536)
-def _topic_head(topic: str) -> bytes:
-    # Memoized: every unit and offset key of a topic starts with it, and dispatch builds them in
-    # bulk (thousands of queues per batch with many topics).
+def topic_head(topic: str) -> bytes:
+    """The bytes every unit and offset key of `topic` starts with: its UTF-8 length (>i4), CTRL_1,
+    the UTF-8, CTRL_1. Memoized: dispatch builds keys in bulk (thousands of queues per batch with
+    many topics); `store.kernel.cq_keys` takes it as its `head_of`."""
     topic_bytes = topic.encode("utf-8")
     return _INT.pack(len(topic_bytes)) + CTRL_1 + topic_bytes + CTRL_1
 
@@ -101,7 +102,7 @@ def _topic_head(topic: str) -> bytes:
 @lru_cache(maxsize=65536)
 def cq_key_prefix(topic: str, queue_id: int) -> bytes:
     """The 11+n bytes every unit key of the queue starts with."""
-    return _topic_head(topic) + _INT.pack(queue_id) + CTRL_1
+    return topic_head(topic) + _INT.pack(queue_id) + CTRL_1
 
 
 def cq_key(topic: str, queue_id: int, queue_offset: int) -> bytes:
@@ -123,7 +124,7 @@ def decode_cq_key(key: bytes) -> tuple[str, int, int]:
 
 def queue_range_bounds(topic: str, queue_id: int) -> tuple[bytes, bytes]:
     """[begin, end) covering every unit key of the queue (spec §13.6 delete-range bounds)."""
-    head = _topic_head(topic) + _INT.pack(queue_id)
+    head = topic_head(topic) + _INT.pack(queue_id)
     return head + CTRL_0, head + CTRL_2
 
 
@@ -156,7 +157,7 @@ def values_to_units(values: np.ndarray) -> np.ndarray:
 def queue_keys(topic: str, queue_id: int) -> tuple[bytes, bytes]:
     """(unit key prefix, `max` offset key) of a queue: the two keys dispatch writes per queue, made
     together from one topic header (`cq_key_prefix`, `offset_key(..., MAX_KIND)`)."""
-    head = _topic_head(topic)
+    head = topic_head(topic)
     queue_id_bytes = _INT.pack(queue_id)
     return head + queue_id_bytes + CTRL_1, head + _MAX_CTRL + queue_id_bytes
 
@@ -168,7 +169,7 @@ _MAX_CTRL = MAX_KIND.encode("ascii") + CTRL_1
 def offset_key(topic: str, queue_id: int, kind: str) -> bytes:
     if kind not in (MAX_KIND, MIN_KIND):
         raise ValueError(f"offset key kind must be 'max' or 'min', not {kind!r}")
-    return _topic_head(topic) + kind.encode("ascii") + CTRL_1 + _INT.pack(queue_id)
+    return topic_head(topic) + kind.encode("ascii") + CTRL_1 + _INT.pack(queue_id)
 
 
 def decode_offset_key(key: bytes) -> tuple[str, str, int]:

@@ -211,7 +211,7 @@ def encode_for_put(message: Message, settings: PutSettings, now_ms: int
         # The compiled encoder takes the common case whole; it answers None for anything unusual
         # (a topic not yet validated, a DELAY, a field to refuse...), which the code below decides.
         fast = encode_put(message, settings.kernel_context, now_ms)
-        if fast is None and _validated_now(message.topic, settings):
+        if fast is None and validated_now(message.topic, settings):
             # A topic's first message: validated once here, the compiled encoder takes it too
             # (not the whole Python encode per new topic).
             fast = encode_put(message, settings.kernel_context, now_ms)
@@ -305,7 +305,7 @@ def _body_bytes(body) -> bytes:
     return bytes(body)
 
 
-def _validated_now(topic, settings: PutSettings) -> bool:
+def validated_now(topic, settings: PutSettings) -> bool:
     """True when `topic` is a legal topic seen for the first time, now remembered; False when it was
     known already, is not a str or is illegal (the Python encoder then refuses it, in its order)."""
     valid_topics = _VALID_TOPICS[settings.allow_v2_records]

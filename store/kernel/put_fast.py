@@ -50,13 +50,15 @@ def _clock(owner, default_clock) -> int:
     return system_clock_ms() if clock is default_clock else clock()
 
 
-def put_fast_py(store, message, state, encode_put=None):
+def put_fast_py(store, message, state, *born, encode_put=None):
     """`put_fast` in Python (see c/put_fast.c): the same checks, bytes, state changes and answer:
     a PutMessageResult; else, with nothing written, None (no clock read yet) or the born time read
-    (the Python path puts with it). `encode_put`: the compiled one unless given (the fuzz driver
-    gives its sanitized build's)."""
-    if type(state) is not tuple or len(state) != 12:
-        raise TypeError("put_fast(store, message, state (12-tuple))")
+    (the Python path puts with it). `born`: the time an earlier try answered, used instead of
+    reading the clock. `encode_put`: the compiled one unless given (the fuzz driver gives its
+    sanitized build's)."""
+    if type(state) is not tuple or len(state) != 12 or len(born) > 1 or \
+            (born and type(born[0]) is not int):
+        raise TypeError("put_fast(store, message, state (12-tuple)[, born (int)])")
     (commit_log, services, cleanup, config, mapped_files, lock, context, noted, result_cls, put_ok,
      default_clock, encoder) = state
     if type(noted) is not dict or type(context) is not tuple:
@@ -68,7 +70,8 @@ def put_fast_py(store, message, state, encode_put=None):
             commit_log.make_dispatch_requests or config.broker_role == "SLAVE" or \
             services.commit_service is not None or store._encode_batch is not encoder:
         return None
-    born = _clock(store, default_clock)
+    # A born time given: the one an earlier try answered (the topic validated since).
+    born = born[0] if born else _clock(store, default_clock)
     encoded = (encode_put or _native.encode_put)(message, context, born)
     if encoded is None:
         return born

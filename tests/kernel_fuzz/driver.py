@@ -102,7 +102,7 @@ class Fuzzer:
             "cq_search_boundary", "read_message", "decode_records", "pull_unfiltered",
             "decode_columns", "walk_headers", "encode_batch", "place_batch", "crc32", "query_keys",
             "query_message", "span_groups", "found_result", "fixed_columns", "put_fast",
-            "prefault", "group_commit", "view_columns"), 0)
+            "prefault", "group_commit", "view_columns", "cq_keys"), 0)
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}

@@ -98,13 +98,16 @@ def put_fast(fuzzer, outcome, disagreement) -> None:
     seed = rng.randrange(2**32)
     buffer_size = rng.choice((0, 8, 200, 4096))
     message = rng.choice(_MESSAGES)
+    # Now and then a born time given (a second try's), at an edge or not an int at all.
+    born = rng.choice([(), (), (), (1_700_000_000_000,), (0,), (-1,), (2**63 - 1,), (1.5,),
+                       (None,)])
     fuzzer.last_input = {"target": "put_fast", "seed": seed, "buffer": buffer_size,
-                         "message": repr(message)[:200]}
+                         "message": repr(message)[:200], "born": repr(born)}
     answers = []
     twin = functools.partial(put_fast_py, encode_put=fuzzer.native.encode_put)
     for function in (fuzzer.native.put_fast, twin):
         store, state, mapped, commit_log = _case(type(rng)(seed), buffer_size)
-        answers.append(_after(outcome(function, store, message, state), mapped, commit_log,
+        answers.append(_after(outcome(function, store, message, state, *born), mapped, commit_log,
                               state[7]))
     fuzzer.executions["put_fast"] += 1
     fuzzer.compared["put_fast"] += 1

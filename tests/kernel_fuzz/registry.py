@@ -12,10 +12,9 @@ change.
 from __future__ import annotations
 
 from tests.kernel_fuzz import (
-    crc_target, decode_target, fixed_target, group_commit_target, groups_target, lookup_targets,
-    pull_target,
-    pull_window_target, prefault_target, put_batch_target, put_fast_target, query_target,
-    result_target)
+    cq_keys_target, crc_target, decode_target, fixed_target, group_commit_target, groups_target,
+    lookup_targets, pull_target, pull_window_target, prefault_target, put_batch_target,
+    put_fast_target, query_target, result_target)
 from tests.kernel_fuzz.edges import Disagreement, outcome
 
 
@@ -46,6 +45,7 @@ GROUPS = {
     "put_fast": lambda fuzzer: put_fast_target.put_fast(fuzzer, outcome, Disagreement),
     "prefault": lambda fuzzer: prefault_target.prefault(fuzzer, outcome, Disagreement),
     "group_commit": lambda fuzzer: group_commit_target.group_commit(fuzzer, outcome, Disagreement),
+    "cq_keys": lambda fuzzer: cq_keys_target.cq_keys(fuzzer, outcome, Disagreement),
 }
 """Group name -> step function. decode_columns and walk_headers ride on the driver's scan target."""
 

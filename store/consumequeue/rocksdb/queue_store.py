@@ -99,6 +99,7 @@ class RocksDBConsumeQueueStore(RocksDBQueueMaintenance):
         # (topic, queue_id) -> its unit key prefix, its `max` key: made once per queue, not per pass
         self._unit_prefixes: dict[tuple[str, int], bytes] = {}
         self._max_keys: dict[tuple[str, int], bytes] = {}
+        self._topic_heads: dict[str, bytes] = {}     # topic -> codec.topic_head (value_runs' keys)
 
     # -- lifecycle -------------------------------------------------------------------------------
 

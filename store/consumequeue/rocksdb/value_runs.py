@@ -14,7 +14,8 @@ A pass whose runs all follow their queues, one run per queue, each queue either 
 emptied or new with its first unit at offset 0 (the common case, and the whole of a pass over
 thousands of queues, where nearly every run is one unit), is checked with numpy over the runs'
 columns (`_pass_columns`, which also checks that the runs lie one after another over the units),
-and its keys, values and WriteBatch puts are made through `map`, with no Python loop per run. Any
+and its keys made in one call (`store.kernel.cq_keys`), its values and WriteBatch puts through
+`map`, with no Python loop per run. Any
 other pass goes run by run as above. Both give the same batch, in the same order.
 """
 
@@ -29,6 +30,7 @@ import numpy as np
 from rocksdict import WriteBatch
 
 from store.codec import rocksdb_cq as codec
+from store.kernel.cq_keys import cq_keys
 from store.consumequeue.rocksdb.maintenance import EMPTY_QUEUE_OFFSET
 
 log = logging.getLogger("store.consumequeue.rocksdb.queue_store")   # put_units' log, as before
@@ -112,13 +114,13 @@ def _put_runs(store, runs: tuple[list, ...], values: bytes, queue_offsets: list[
 
 def _pass_columns(store, runs, values: bytes, queue_offsets):
     """The columns `_put_following_pass` writes from, or None when the pass is not one it can:
-    (queues, numbers of the new queues' runs, their first units' phy offsets, per run: length,
-    last queue offset, last unit's phy offset, last end)."""
-    queues = runs[0]
+    (queues, numbers of the new queues' runs, their first units' phy offsets, per run its length,
+    the units' queue offsets, per run: last queue offset, last unit's phy offset, last end)."""
+    queues = runs[0] if type(runs[0]) is list else list(runs[0])
     count = len(queues)
-    offsets = np.asarray(queue_offsets, dtype=np.int64)
+    offsets = np.ascontiguousarray(queue_offsets, dtype=np.int64)
     starts = np.asarray(runs[1], dtype=np.int64)
-    lengths = np.asarray(runs[2], dtype=np.int64)
+    lengths = np.ascontiguousarray(runs[2], dtype=np.int64)
     ends = np.cumsum(lengths)
     if (lengths < 1).any() or starts[0] != 0 or (starts[1:] != ends[:-1]).any() or \
             ends[-1] != len(offsets) or len(values) != _VALUE * len(offsets):
@@ -143,7 +145,7 @@ def _pass_columns(store, runs, values: bytes, queue_offsets):
     units = np.frombuffer(values, dtype=np.uint8).reshape(-1, _VALUE)
     last_phys = units[starts + lengths - 1, :8].copy().view(">i8").ravel()
     new_phys = units[starts[new], :8].copy().view(">i8").ravel().tolist()
-    return (queues, new_numbers, new_phys, lengths.tolist(), last_offsets, last_phys,
+    return (queues, new_numbers, new_phys, lengths, offsets, last_offsets, last_phys,
             np.asarray(runs[5], dtype=np.int64))
 
 
@@ -155,27 +157,20 @@ def _put_following_pass(store, runs, values: bytes, queue_offsets) -> bool:
     columns = _pass_columns(store, runs, values, queue_offsets)
     if columns is None:
         return False
-    queues, new_numbers, new_phys, lengths, last_offsets, last_phys, last_ends = columns
-    prefixes, max_keys = store._unit_prefixes, store._max_keys
+    queues, new_numbers, new_phys, lengths, offsets, last_offsets, last_phys, last_ends = columns
     # _note_first_unit's case of a new queue from offset 0: its `min` entry waits for a full flush
     store._min_unwritten.update(zip([queues[number] for number in new_numbers], new_phys))
     batch = WriteBatch(raw_mode=True)
     put = batch.put
     offsets_cf = store._offsets_cf     # units go to the default column family: no handle to pass
-    unit_prefixes = list(map(prefixes.get, queues))
-    for number in [number for number, prefix in enumerate(unit_prefixes) if prefix is None]:
-        queue = queues[number]         # a new queue, or one loaded from disk: its keys, made once
-        prefixes[queue], max_keys[queue] = unit_prefixes[number], _ = codec.queue_keys(*queue)
-    if len(unit_prefixes) != len(queue_offsets):     # runs of several units: a prefix per unit
-        unit_prefixes = np.array(unit_prefixes, dtype=object).repeat(lengths).tolist()
-    # Runs hold their units in order, run after run: every key and value made and put without a
-    # Python loop (at thousands of queues nearly every run is one unit).
-    suffixes = np.asarray(queue_offsets, dtype=">i8").view("V8").tolist()    # 8 bytes per unit
+    # Runs hold their units in order, run after run: every key made in one call (cq_keys, with no
+    # Python step per queue: at thousands of queues nearly every run is one unit), and every key
+    # and value put without a Python loop.
+    unit_keys, max_keys = cq_keys(queues, lengths, offsets, store._topic_heads, codec.topic_head)
     values = np.frombuffer(values, dtype=f"V{_VALUE}")
-    deque(map(put, map(bytes.__add__, unit_prefixes, suffixes),
-              values.tolist()), maxlen=0)    # default family
+    deque(map(put, unit_keys, values.tolist()), maxlen=0)    # default family
     max_values = np.column_stack((last_phys, last_offsets)).astype(">i8").view("V16").ravel()
-    deque(map(put, map(max_keys.__getitem__, queues), max_values.tolist(), repeat(offsets_cf)),
+    deque(map(put, max_keys, max_values.tolist(), repeat(offsets_cf)),
           maxlen=0)                     # _write_units: each queue's `max`
     checkpoint = max(store.checkpoint_phy_end, int(last_ends.max()))
     put(codec.checkpoint_key(), codec.checkpoint_value(checkpoint), offsets_cf)

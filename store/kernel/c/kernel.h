@@ -28,6 +28,7 @@
  * | put_fast.c| put_fast: a single put's common case (checks, encode, lock, place, result) in one |
  * | prefault.c| prefault: madvise(MADV_POPULATE_WRITE) ahead of the writer in a map, GIL released |
  * | group_commit.c | GroupCommit: SYNC_FLUSH's group commit, its syncs and wake-ups outside the GIL |
+ * | cq_keys.c | cq_keys: the RocksDB consume queue's unit and `max` keys of a dispatch pass in one call |
  * | groups.c  | span_groups: distinct byte spans (+ a tag) numbered in np.unique's order (queues, TAGS) |
  * | module.c  | the method table and module init                                              |
  *
@@ -241,6 +242,8 @@ int rmq_group_commit_init(PyObject *module);
 /* prefault.c */
 PyObject *rmq_prefault(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_prefault_doc[];
+PyObject *rmq_cq_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_cq_keys_doc[];
 
 /* put_fast.c */
 PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

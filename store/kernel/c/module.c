@@ -34,6 +34,7 @@ static PyMethodDef methods[] = {
     {"prefault", (PyCFunction)(void (*)(void))rmq_prefault, METH_FASTCALL, rmq_prefault_doc},
     {"crc32", rmq_crc32, METH_O, rmq_crc32_doc},
     {"span_groups", rmq_span_groups, METH_VARARGS, rmq_span_groups_doc},
+    {"cq_keys", (PyCFunction)(void (*)(void))rmq_cq_keys, METH_FASTCALL, rmq_cq_keys_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -130,19 +130,20 @@ static int note_queue(PyObject *store, PyObject *noted, PyObject *encoded)
 }
 
 const char rmq_put_fast_doc[] = (
-"put_fast(store, message, state) -> PutMessageResult | int | None\n\n"
+"put_fast(store, message, state[, born]) -> PutMessageResult | int | None\n\n"
 "MessageStore.put_message's common case in one call (see c/put_fast.c). state: (commit_log,\n"
 "services, cleanup, config, mapped_files, put_lock, kernel_context, noted_queues,\n"
 "PutMessageResult, PUT_OK, default_clock, encode_batch). When a step is not the common case,\n"
 "nothing is written and the answer is None (no clock read yet) or the born time it read (the\n"
-"Python path puts with it).");
+"Python path puts with it). born: the time an earlier try answered, used instead of the clock.");
 
 #define N_STATE 12
 
 PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != N_STATE) {
-        PyErr_SetString(PyExc_TypeError, "put_fast(store, message, state (12-tuple))");
+    if (nargs < 3 || nargs > 4 || !PyTuple_CheckExact(args[2]) ||
+        PyTuple_GET_SIZE(args[2]) != N_STATE || (nargs == 4 && !PyLong_CheckExact(args[3]))) {
+        PyErr_SetString(PyExc_TypeError, "put_fast(store, message, state (12-tuple)[, born (int)])");
         return NULL;
     }
     if (intern_names() < 0)
@@ -185,7 +186,8 @@ PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (value != encoder)
         return Py_NewRef(Py_None);
 
-    PyObject *born = read_clock(store, default_clock);
+    /* A born time given: the one a first try read (the caller validated the topic in between). */
+    PyObject *born = nargs == 4 ? Py_NewRef(args[3]) : read_clock(store, default_clock);
     if (born == NULL)
         return NULL;
     PyObject *call_args[3] = {message, context, born};
