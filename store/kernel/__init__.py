@@ -40,6 +40,7 @@ which use it, stay at the bottom of the import graph.
 | prefault        | madvise(MADV_POPULATE_WRITE) over whole pages of a writable mmap, GIL released (`prefault.py`, twin there) |
 | GroupCommit     | SYNC_FLUSH's group commit loop: syncs and producer wake-ups with the GIL released (`group_commit.py`, twin `GroupCommitPy` there) |
 | span_groups     | distinct byte spans (+ an int64 tag) numbered in np.unique's order: queues of scan rows, TAGS values (`scan_groups.py`, twin there; GIL released) |
+| cq_keys         | the RocksDB consume queue's unit and `max` keys of a dispatch pass in one call (`cq_keys.py`, twin there) |
 
 The loops over many records (scan, index_hashes, tags_codes, unit_runs, index_put) release the GIL in C when
 they have 1,024 records or more (RELEASE_MIN_WORK), so that big work (a check, a dispatch pass) runs beside other
