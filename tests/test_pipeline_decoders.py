@@ -167,3 +167,17 @@ def test_schema_declares_every_column_once():
     assert len(set(COMMITLOG_COLUMNS)) == len(COMMITLOG_SCHEMA)
     assert isinstance(COMMITLOG_SCHEMA.field("properties").type, pa.MapType)
     assert np.dtype("int64") == COMMITLOG_SCHEMA.field("phy_offset").type.to_pandas_dtype()
+
+
+def test_the_file_name_column_is_right_for_batches_of_any_size_in_any_order():
+    # Built once per decoder for the largest batch yet and sliced for smaller ones.
+    from store import kernel
+    from store.pipeline.commitlog_decoder import RecordDecoder, ScanLayout
+    decoder = RecordDecoder(np.zeros(64, dtype=np.uint8), 1 << 30, "00000000001073741824")
+    for n in (5, 3, 0, 9, 9, 1, 12):
+        column = decoder.column("file_name", ScanLayout(np.zeros((n, kernel.SCAN_FIELDS), np.int64)))
+        column.validate(full=True)
+        assert column.type == pa.string() and column.null_count == 0
+        assert column.to_pylist() == ["00000000001073741824"] * n
+    batch = pa.RecordBatch.from_arrays([column.slice(2, 4)], names=["file_name"])
+    assert pa.Table.from_batches([batch]).column(0).to_pylist() == ["00000000001073741824"] * 4

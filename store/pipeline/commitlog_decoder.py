@@ -131,6 +131,7 @@ class RecordDecoder:
         self.native = native        # variable-length columns from one kernel.decode_columns call
         self.views = views          # VIEW_TYPES' columns as views into buf (kernel.view_columns)
         self._view_buffers = columns_native.view_buffers(buf) if views and native else None
+        self._file_name_column: pa.Array | None = None     # _file_names' column, to slice
 
     def topics(self, layout: ScanLayout) -> pa.Array:
         if "topic" not in layout.cache:
@@ -151,10 +152,7 @@ class RecordDecoder:
             version = layout.field("version")
             return pa.array(np.where(version == 2, MESSAGE_MAGIC_V2, MESSAGE_MAGIC_V1).astype(np.int32), type=pa.int32())
         if name == "file_name":
-            encoded = np.frombuffer(self.file_name.encode("utf-8"), dtype=np.uint8)
-            n = len(layout)
-            offsets = np.arange(n + 1, dtype=np.int64) * encoded.shape[0]
-            return string_array(offsets, np.tile(encoded, n))
+            return self._file_names(len(layout))
         if name == "reconsume_times":  # the 4 bytes before PREPAREDTRANSACTIONOFFSET and BODYLENGTH
             return pa.array(gather_int(buf, layout.field("body_pos") - 16, 4).astype(np.int32), type=pa.int32())
         if name == "born_host":
@@ -174,6 +172,16 @@ class RecordDecoder:
         if name == "tags_code":
             return self._tags_code(layout)
         return self._property_value(layout, _PROPERTY_VALUES[name])
+
+    def _file_names(self, n: int) -> pa.Array:
+        """The segment's name `n` times: built once per decoder (a segment) for the largest batch
+        yet, then sliced (no copy); built per batch it cost 5-7% of an all-columns decode."""
+        made = self._file_name_column
+        if made is None or len(made) < n:
+            encoded = np.frombuffer(self.file_name.encode("utf-8"), dtype=np.uint8)
+            offsets = np.arange(n + 1, dtype=np.int64) * encoded.shape[0]
+            made = self._file_name_column = string_array(offsets, np.tile(encoded, n))
+        return made if len(made) == n else made.slice(0, n)
 
     def _property_value(self, layout: ScanLayout, field_name: str) -> pa.Array:
         """TAGS / KEYS / UNIQ_KEY / DELAY (the last non-empty entry, located by the scan), null when absent."""
