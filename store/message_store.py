@@ -375,21 +375,11 @@ class MessageStore(LookupsMixin):
                               long_poll_ms, lambda: self.closed)
 
     def _note_topic(self, topic: str, queue_id: int) -> None:
-        """Record a topic (and enough queues) in topics.json, as a broker's auto-create does.
-
-        Every queue the topic's config then covers is noted at once: their first puts would change
-        nothing here (configs only grow: this is their one writer), so a topic of N queues costs
-        one call, not N (the put path calls this for a queue not yet noted)."""
-        config = self.topics.get(topic)
-        queue_nums = max(queue_id + 1, self.config.default_topic_queue_nums)
-        if config is None:
-            config = self.topics.create_topic(topic, queue_nums, queue_nums)
-        elif queue_id >= config.write_queue_nums:
-            config.read_queue_nums = max(config.read_queue_nums, queue_id + 1)
-            config.write_queue_nums = queue_id + 1
-            self.topics.put_topic(config)
+        """Record a topic (and enough queues) in topics.json, as a broker's auto-create does, and
+        note every queue its config then covers: their first puts would change nothing there."""
+        covered = self.topics.note_queue(topic, queue_id, self.config.default_topic_queue_nums)
         noted = self._noted_queues.setdefault(topic, set())
-        noted.update(range(min(config.write_queue_nums, MAX_NOTED_RANGE)))
+        noted.update(range(min(covered, MAX_NOTED_RANGE)))
         noted.add(queue_id)
 
     def is_known_queue(self, topic: str, queue_id: int) -> bool:

@@ -157,6 +157,22 @@ class TopicConfigManager:
         self.put_topic(cfg)
         return cfg
 
+    def note_queue(self, name: str, queue_id: int, default_queue_nums: int) -> int:
+        """A broker's auto-create for a put to queue `queue_id` of topic `name`: the topic created
+        with max(queue_id + 1, `default_queue_nums`) queues, or grown to queue_id + 1; the number
+        of write queues its config then covers. Configs only grow (this and `create_topic` are
+        their writers), so the store notes every covered queue at once: a topic of N queues costs
+        one call, not N."""
+        config = self._topics.get(name)
+        queue_nums = max(queue_id + 1, default_queue_nums)
+        if config is None:
+            config = self.create_topic(name, queue_nums, queue_nums)
+        elif queue_id >= config.write_queue_nums:
+            config.read_queue_nums = max(config.read_queue_nums, queue_id + 1)
+            config.write_queue_nums = queue_id + 1
+            self.put_topic(config)
+        return config.write_queue_nums
+
     def encode(self) -> str:
         style = self.effective_style
         obj = {"dataVersion": self.data_version.to_json(style),

@@ -2,7 +2,7 @@
 
 Dispatchers are a one-method interface, `dispatch(requests)`, fed batches of `DispatchRequest`s in log
 order. Arrival listeners (long polling) are told, per batch, the new max offset of every queue that got
-messages.
+messages (`store.services.arrivals`).
 
 With only the built-in dispatchers registered (the usual case), records are dispatched straight from
 the kernel scan's rows, with no request per record (`store.services.dispatch_rows`: the per-record work
@@ -27,6 +27,7 @@ from store.codec import record_check
 from store.codec.javahash import tags_code as compute_tags_code
 from store.codec.message import DispatchRequest
 from store.commitlog.commit_log import QUEUED_TRANSACTION_KINDS, CommitLog, is_queued_transaction_type
+from store.services.arrivals import ArrivalListener, Arrivals
 from store.services.gil_handoff import BusyHold, handoff
 from store.services.dispatch_rows import _LEGAL_TOPICS, _legal_topic, _topic_is_legal, dispatch_rows
 from store.services.redispatch import uncovered_rows
@@ -57,7 +58,7 @@ class ConsumeQueueDispatcher:
         self.on_written = on_written
         # enableMultiDispatch: requests -> the LMQ units of those records (store.consumequeue.lmq)
         self.multi_dispatch = multi_dispatch
-        self.lmq_arrivals: dict[tuple[str, int], int] = {}   # new max offsets, for _notify
+        self.lmq_arrivals: dict[tuple[str, int], int] = {}   # new max offsets, for Arrivals.notify
         self.batch = batch      # [5.x] batch topics' units (store.consumequeue.batch.dispatch)
 
     def dispatch(self, requests: Sequence[DispatchRequest]) -> None:
@@ -95,9 +96,6 @@ class IndexDispatcher:
         self.index_service.build_index(requests)
 
 
-ArrivalListener = Callable[[dict[tuple[str, int], int]], None]
-
-
 class ReputService:
     """Moves `reput_offset` forward through the commit log, feeding every dispatcher."""
 
@@ -107,7 +105,7 @@ class ReputService:
                  handoff_gil: bool = True):
         self.commit_log = commit_log
         self.dispatchers = list(dispatchers)
-        self.listeners: list[ArrivalListener] = []
+        self.arrivals = Arrivals()      # the listeners (long polling), told after each pass
         self.reput_offset = 0
         self.interval_ms = interval_ms
         # messageDelayLevel: a SCHEDULE_TOPIC_XXXX record's tagsCode is its delivery time
@@ -119,7 +117,6 @@ class ReputService:
         self.skipped_covered = 0        # re-dispatched records every index already had
         self.indexed_directly = 0       # re-dispatched records only the index lacked (no requests)
         self.dispatched_from_rows = 0   # records dispatched without requests (dispatch_rows)
-        self._rows_arrivals: dict[tuple[str, int], int] = {}   # their queues' new max offsets
         self._last_rows_unit: int | None = None   # phy offset of their last unit, this pass
         self._units_end_max: int | None = None    # no queue's max phy end is past it (_known_new)
         self._last_skipped_unit = None  # (phy offset, store time, dispatcher) of the last one
@@ -133,8 +130,12 @@ class ReputService:
         # The put path need not make requests the reput service would not use.
         commit_log.make_dispatch_requests = self._row_dispatchers() is None
 
-    def add_listener(self, listener: ArrivalListener) -> None:
-        self.listeners.append(listener)
+    def add_listener(self, listener: ArrivalListener,
+                     wants: Callable[[], bool] | None = None) -> None:
+        """Tell `listener` every pass's new max offsets. `wants`, when given, is asked after the
+        units are written; while it answers False, the listener is not called and the table is
+        not made for it (store.services.arrivals)."""
+        self.arrivals.add(listener, wants)
 
     def behind_bytes(self) -> int:
         return max(0, self.commit_log.max_offset() - self.reput_offset)
@@ -249,7 +250,7 @@ class ReputService:
         if done is None:
             return rows
         self.dispatched_from_rows += done.count
-        self._rows_arrivals.update(done.arrivals)
+        self.arrivals.note_rows(done.arrivals)
         if done.last_unit is not None:
             self._last_rows_unit = done.last_unit[0]
         return rows[done.count:]
@@ -367,8 +368,10 @@ class ReputService:
                 self.reput_offset = new_offset
                 if self._units_end_max is not None and new_offset > self._units_end_max:
                     self._units_end_max = new_offset     # units written end at or below it
-                if batch or self._rows_arrivals:
-                    self._notify(batch)
+                if batch or self.arrivals.pending():
+                    self.arrivals.notify(batch, [dispatcher for dispatcher in self.dispatchers
+                                                 if type(dispatcher) is ConsumeQueueDispatcher
+                                                 and dispatcher.lmq_arrivals])
                 if self.reput_offset == before:
                     break
                 batches += 1
@@ -392,23 +395,6 @@ class ReputService:
                     return
                 break
         queue_dispatcher.on_written(store_timestamp)
-
-    def _notify(self, batch: Sequence[DispatchRequest]) -> None:
-        # Units from rows come before the batch's, and LMQ queues' after: later ones win. A pass
-        # of rows alone hands its table over as it is (thousands of queues at many topics).
-        arrivals, self._rows_arrivals = self._rows_arrivals, {}
-        if not self.listeners:
-            return
-        for request in batch:     # the last unit of each queue is its new max
-            if request.sys_flag & 0x0C in QUEUED_TRANSACTION_KINDS:
-                arrivals[(request.topic, request.queue_id)] = request.consume_queue_offset + 1
-        for dispatcher in self.dispatchers:      # LMQ queues that got units from this batch
-            if type(dispatcher) is ConsumeQueueDispatcher and dispatcher.lmq_arrivals:
-                arrivals.update(dispatcher.lmq_arrivals)
-                dispatcher.lmq_arrivals = {}
-        if arrivals:
-            for listener in self.listeners:
-                listener(arrivals)
 
     # -- thread ----------------------------------------------------------------------------------
 

@@ -80,7 +80,10 @@ class RowsDispatched:
 
     count: int                                   # records dispatched
     last_unit: tuple[int, int] | None = None     # (phy offset, store time) of the last unit written
-    arrivals: dict[tuple[str, int], int] = field(default_factory=dict)   # queue -> new max offset
+    # queue -> its new max offset: a dict, or (queues, new max offsets as int64) made into one only
+    # when an arrival listener wants it (`store.services.arrivals`; none does unless a pull holds)
+    arrivals: dict[tuple[str, int], int] | tuple[list, np.ndarray] = \
+        field(default_factory=dict)
 
 
 def dispatch_rows(buf, rows: np.ndarray, *, consume_queues, on_written, batch_router,
@@ -166,7 +169,7 @@ def _unit_groups(buf, rows, batch_router, topic_is_legal, with_values: bool = Fa
 
 def _value_runs(buf, queued, runs, units, queue_offsets, batch_router, topic_is_legal):
     """`_unit_groups` for the RocksDB consume queue: (`put_value_runs`' arguments, ...): the queues
-    of the runs (the tuples `arrivals` holds), per run its first unit, unit count, consecutive flag,
+    of the runs (the tuples `arrivals` holds, as columns), per run its first unit, unit count, consecutive flag,
     first and last record's phy ends, as int64 arrays; the values and queue offsets of all units. Made per
     column with numpy, each topic decoded and checked once per pass."""
     values = _unit_values(queued, units)
@@ -177,7 +180,7 @@ def _value_runs(buf, queued, runs, units, queue_offsets, batch_router, topic_is_
     if topics is None:
         return None
     queues = list(zip(topics, firsts[:, _C["queue_id"]].tolist()))
-    arrivals = dict(zip(queues, (queue_offsets[starts + lengths - 1] + 1).tolist()))
+    arrivals = (queues, queue_offsets[starts + lengths - 1] + 1)     # a dict when one is wanted
     columns = (queues, starts, lengths, runs[:, 4], firsts[:, _PHY] + firsts[:, _SIZE],
                lasts[:, _PHY] + lasts[:, _SIZE])          # int64 columns: put_value_runs takes them
     return _put_values, (columns, values, queue_offsets), arrivals, queued[-1]

@@ -61,7 +61,7 @@ class StoreServices:
         self.reput = ReputService(parts.commit_log, dispatchers,
                                   delay_levels_ms=parse_delay_levels(cfg.message_delay_level),
                                   handoff_gil=not self.sync_flush)
-        self.reput.add_listener(self.hold.on_arrival)
+        self.reput.add_listener(self.hold.on_arrival, wants=self.hold.holds)
         self.pool = None
         self.commit_service = None
         self.flush_service = None

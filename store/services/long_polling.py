@@ -44,6 +44,10 @@ class PullRequestHoldService:
             with self._cond:
                 self._holders -= 1
 
+    def holds(self) -> bool:
+        """Whether a pull holds now: the reput service asks before making the arrivals table."""
+        return self._holders > 0
+
     def on_arrival(self, arrivals: dict[tuple[str, int], int]) -> None:
         """Dispatch listener: `arrivals` maps (topic, queue_id) to the queue's new max offset."""
         if not self._holders:     # read after the units were written: a later hold's pull sees them
