@@ -167,7 +167,8 @@ def run(args, report: common.Report) -> None:
     rounds = _options.get("rounds") or (1 if args.size == "smoke" else 2)
     args.reps_per_round = common.reps_for(args, full=3)
     smoke = args.size == "smoke"
-    counts = {"put-single": 512 if smoke else 20_000, "put-batch32": 512 if smoke else 20_000,
+    put_count = _options.get("put_count") or (512 if smoke else 20_000)
+    counts = {"put-single": put_count, "put-batch32": put_count,
               "pull": 2048 if smoke else 64_000,
               "lookups": 4096 if smoke else _options.get("lookup_count") or 1_000_000}
     ours_fns = {"put-single": lambda: ours_put(args, "single", counts["put-single"]),
@@ -218,6 +219,10 @@ def _own_parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", default=None, help="comma-separated: " + ",".join(SCENARIOS))
     parser.add_argument("--lookup-count", type=int, default=None,
                         help="messages in the lookups store (default 1,000,000 at full size)")
+    parser.add_argument("--put-count", type=int, default=None,
+                        help="messages per put repetition (default 20,000 at full size: a Java "
+                             "repetition is then 60-120 ms, and its spread is wide; 200,000 "
+                             "steadies both sides)")
     parser.add_argument("--java-warmup", type=int, default=3,
                         help="untimed JVM repetitions per harness call")
     return parser
@@ -235,7 +240,7 @@ def main(argv=None):
         if name not in SCENARIOS:
             raise SystemExit(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
     _options.update(java=known.java, rounds=known.rounds, only=only, lookup_count=known.lookup_count,
-                    java_warmup=known.java_warmup)
+                    java_warmup=known.java_warmup, put_count=known.put_count)
     try:
         return _main(rest)
     finally:
