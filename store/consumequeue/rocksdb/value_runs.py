@@ -15,8 +15,8 @@ emptied or new with its first unit at offset 0 (the common case, and the whole o
 thousands of queues, where nearly every run is one unit), is checked with numpy over the runs'
 columns (`_pass_columns`, which also checks that the runs lie one after another over the units),
 and its keys made in one call (`store.kernel.cq_keys`), its values and WriteBatch puts through
-`map`, with no Python loop per run. Any
-other pass goes run by run as above. Both give the same batch, in the same order.
+`map`, with no Python loop per run. Any other pass goes run by run as above. Both give the same
+batch, in the same order.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import numpy as np
 from rocksdict import WriteBatch
 
 from store.codec import rocksdb_cq as codec
-from store.kernel.cq_keys import cq_keys
 from store.consumequeue.rocksdb.maintenance import EMPTY_QUEUE_OFFSET
+from store.kernel.cq_keys import cq_keys
 
 log = logging.getLogger("store.consumequeue.rocksdb.queue_store")   # put_units' log, as before
 
