@@ -20,8 +20,9 @@ Rounds alternate the side that goes first (Java, ours, then ours, Java, ...), ea
 `--reps` repetitions per round. ratio = median(ours) / median(Java); for latencies above 1 is slower.
 Without a Java command the scenario is reported as skipped.
 
-    python -m bench.versus_java --java /path/to/run.sh [--size smoke|full] [--rounds 2] [--reps 3] [--put-count N]
+    python -m bench.versus_java --java /path/to/run.sh [--size smoke|full] [--rounds 2] [--reps 3]
                                 [--only put,sync,pull,lookups] [--lookup-count 1000000] [--java-warmup 3]
+                                [--put-count 20000]
 """
 
 from __future__ import annotations

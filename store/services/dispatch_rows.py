@@ -169,9 +169,10 @@ def _unit_groups(buf, rows, batch_router, topic_is_legal, with_values: bool = Fa
 
 def _value_runs(buf, queued, runs, units, queue_offsets, batch_router, topic_is_legal):
     """`_unit_groups` for the RocksDB consume queue: (`put_value_runs`' arguments, ...): the queues
-    of the runs (the tuples `arrivals` holds, as columns), per run its first unit, unit count, consecutive flag,
-    first and last record's phy ends, as int64 arrays; the values and queue offsets of all units. Made per
-    column with numpy, each topic decoded and checked once per pass."""
+    of the runs (the tuples `arrivals` holds, as columns), per run its first unit, unit count,
+    consecutive flag, first and last record's phy ends, as int64 arrays; the values and queue
+    offsets of all units. Made per column with numpy, each topic decoded and checked once per
+    pass."""
     values = _unit_values(queued, units)
     firsts, lasts = queued[runs[:, 0]], queued[runs[:, 1]]
     starts, lengths = runs[:, 2], runs[:, 3]
