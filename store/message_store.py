@@ -81,8 +81,7 @@ class MessageStore(LookupsMixin):
         # 4.9 style without LMQ: no timer hook, batch topic or LMQ offsets to apply to a put.
         self._plain_puts = self.style != "5.x" and self._lmq is None and parts.batch_queues is None
         self._close_lock = threading.Lock()
-        # topic -> its queue ids in topics.json (a set per topic, not a tuple per queue: 16,384 new
-        # queues' tuples kept Python's garbage collector busy during puts)
+        # topic -> its queue ids in topics.json (a set per topic: 16,384 tuples busied the GC)
         self._noted_queues: dict[str, set[int]] = {}
         self.services = StoreServices(parts, confirm_offset_of=self.confirm_offset)
         self._sync_flush = self.services.sync_flush
@@ -170,10 +169,11 @@ class MessageStore(LookupsMixin):
         return 0 if timer is None else timer.slot_num(time_ms)
 
     def _close_parts(self) -> None:
-        for part in (self.index_service, self.consume_queues, self._parts.batch_queues,
-                     self.commit_log.mapped_files):
+        for part in (self.index_service, self.consume_queues, self._parts.batch_queues):
             if part is not None:
                 part.close()
+        with self.commit_log.put_lock:  # no put between reading a descriptor and writing it
+            self.commit_log.mapped_files.close()
         if self._parts.lock is not None:
             self._parts.lock.release()
 

@@ -66,8 +66,9 @@ def _message(rng: random.Random) -> Message:
                    born_host=rng.choice((None, None, "10.1.2.3:4567")))
 
 
-def _run(root, calls, mode: str, monkeypatch, tick_ms: int):
-    """Puts through put_fast (native or twin), or with the fast path off; (results, files, taken)."""
+def _run(root, calls, mode: str, monkeypatch, tick_ms: int, pwrite: bool = False):
+    """Puts through put_fast (native or twin), or with the fast path off; (results, files, taken).
+    `pwrite`: the segments take put_fast's records by pwrite (as under SYNC_FLUSH)."""
     clock = FakeClock(step_ms=tick_ms)
     taken = []
     with monkeypatch.context() as patch:
@@ -86,6 +87,8 @@ def _run(root, calls, mode: str, monkeypatch, tick_ms: int):
             store._put_fast = put_fast_state(store, PutMessageResult, PutMessageStatus.PUT_OK)
         else:
             store._put_fast = None
+        if pwrite:
+            store.commit_log.mapped_files.use_pwrite_records()
         results = []
         try:
             for kind, step_ms, item in calls:
@@ -121,6 +124,72 @@ def test_put_fast_gives_the_python_paths_results_and_bytes(tmp_path, monkeypatch
     assert any(r.wrote_offset % 65536 == 0 and r.wrote_offset > 0 for r in slow[0])   # rolls
     assert {r.status for r in slow[0]} >= {PutMessageStatus.PUT_OK,
                                            PutMessageStatus.MESSAGE_ILLEGAL}
+
+
+@needs_native
+def test_records_written_by_pwrite_are_the_same_bytes(tmp_path, monkeypatch):
+    """With the segments taking records by pwrite (SYNC_FLUSH's way), C and twin still give the
+    Python path's results and byte-identical files, over rolls into new segments."""
+    rng = random.Random(7)
+    calls = [("one", rng.choice((0, 1, 7)), _message(rng)) for _ in range(300)]
+    slow = _run(tmp_path / "off", calls, "off", monkeypatch, 1)
+    for mode in ("twin", "native"):
+        results, files, taken = _run(tmp_path / mode, calls, mode, monkeypatch, 1, pwrite=True)
+        assert (results, files) == slow[:2] and taken >= 150
+    assert any(r.wrote_offset % 65536 == 0 and r.wrote_offset > 0 for r in slow[0])   # rolls
+
+
+def test_sync_flush_segments_take_records_by_pwrite(tmp_path):
+    """Under SYNC_FLUSH the segment being written and every new one hold their descriptor and
+    take put_fast's records by pwrite; the records read back through the map at once."""
+    config = small_config(tmp_path, flush_disk_type="SYNC_FLUSH")
+    with MessageStore.open(config) as store:
+        results = [store.put_message(Message("TopicA", bytes([n]) * 3000, 1)) for n in range(60)]
+        assert all(result.ok for result in results)
+        files = store.commit_log.mapped_files.files
+        assert len(files) > 1 and all(f.pwrite_records and f._sync_fd >= 0 for f in files)
+        for n, result in enumerate(results):
+            assert store.look_message_by_offset(result.wrote_offset).body == bytes([n]) * 3000
+    with MessageStore.open(small_config(tmp_path)) as store:     # ASYNC_FLUSH: through the map
+        assert not any(f.pwrite_records for f in store.commit_log.mapped_files.files)
+        assert store.get_message("g", "TopicA", 1, 59, 1).messages[0].body == bytes([59]) * 3000
+
+
+@pytest.mark.parametrize("function", FAST_FUNCTIONS)
+def test_a_closed_descriptor_declines_and_a_failed_write_moves_nothing(store, function):
+    mapped = store.commit_log.mapped_files.files[-1]
+    mapped.pwrite_records = True                      # the flag on, the descriptor not open
+    before = _snapshot(store)
+    assert type(function(store, Message("TopicA", b"x", 1), _state(store))) is int
+    assert _snapshot(store) == before
+    mapped._sync_fd = os.open(mapped.path, os.O_RDONLY)     # a write fails: EBADF
+    try:
+        with pytest.raises(OSError) as raised:
+            function(store, Message("TopicA", b"x", 1), _state(store))
+        assert raised.value.errno == 9 and _snapshot(store) == before
+        assert store.commit_log.put_lock.acquire(blocking=False)   # released after the error
+        store.commit_log.put_lock.release()
+    finally:
+        os.close(mapped._sync_fd)
+        mapped._sync_fd = -1
+    mapped.write_records_by_pwrite()
+    result = function(store, Message("TopicA", b"by pwrite", 1), _state(store))
+    assert result.ok and store.look_message_by_offset(result.wrote_offset).body == b"by pwrite"
+
+
+def test_closing_the_store_waits_for_the_put_lock(tmp_path):
+    """The commit log's files (and the descriptors put_fast writes by) close under the put lock:
+    never between a put's reading a descriptor and its write."""
+    store = MessageStore.open(small_config(tmp_path, flush_disk_type="SYNC_FLUSH"))
+    store.put_message(Message("TopicA", b"x", 1))
+    store.commit_log.put_lock.acquire()
+    closing = threading.Thread(target=store.close)
+    closing.start()
+    closing.join(0.3)
+    still_open = closing.is_alive() and not store.commit_log.mapped_files.files[-1].destroyed
+    store.commit_log.put_lock.release()
+    closing.join()
+    assert still_open and store.commit_log.mapped_files.files[-1].destroyed
 
 
 @pytest.fixture

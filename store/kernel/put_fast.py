@@ -5,8 +5,10 @@ The common case: a 4.9-style store without LMQ or batch topics (`_plain_puts`), 
 `StoreServices.await_flush`), no dispatch requests, a message `encode_put` takes (its topic already
 validated), a record that fits the last segment, and a put lock that is free or freed while this
 gives the GIL up (64 times at most). Then one call reads the clocks, encodes, places the record
-(offsets, store time, first 8 bytes last) and answers the `PutMessageResult`; a queue's first put
-then notes it in topics.json (`store._note_topic`, as `_acknowledge`), the put lock released.
+(offsets, store time, first 8 bytes last; by pwrite(2) where the segment says so under
+SYNC_FLUSH, `MappedFile.write_records_by_pwrite`) and answers the `PutMessageResult`; a queue's
+first put then notes it in topics.json (`store._note_topic`, as `_acknowledge`), the put lock
+released.
 Anything else answers before anything is written, None (no clock read yet) or the born time it read,
 and the store's Python path runs (with that born time), so every refusal keeps its status and
 sentence and a clock is read as often as the Python path reads it.
@@ -18,6 +20,7 @@ tests/test_kernel_put_fast.py compares the two, and stores with and without the 
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import time
@@ -48,6 +51,24 @@ def put_fast_state(store, result_cls, put_ok) -> tuple:
 def _clock(owner, default_clock) -> int:
     clock = owner.clock_ms
     return system_clock_ms() if clock is default_clock else clock()
+
+
+def _append_descriptor(mapped) -> int:
+    """The descriptor put_fast writes `mapped`'s records by (MappedFile.pwrite_records), -1 for
+    the map, -2 to decline (the flag on, the descriptor closed); as c/put_fast.c's."""
+    if not getattr(mapped, "pwrite_records", False):
+        return -1
+    fd = mapped._sync_fd.__index__()
+    return -2 if fd < 0 or fd > 2**31 - 1 else fd
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    """pwrite all of `data` at `offset`, again after a short write (none at all: EIO)."""
+    while len(data):
+        done = os.pwrite(fd, data, offset)
+        if done <= 0:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        data, offset = data[done:], offset + done
 
 
 def put_fast_py(store, message, state, *born, encode_put=None):
@@ -115,6 +136,9 @@ def put_fast_py(store, message, state, *born, encode_put=None):
             raise BufferError("Object is not writable.")
         if position > len(view) or size > len(view) - position:
             return born
+        append_fd = _append_descriptor(mapped)      # [SYNC_FLUSH] pwrite, not the map
+        if append_fd == -2:
+            return born
         prefix = commit_log._msg_id_prefix
         if type(prefix) is not str or not prefix.isascii():
             return born
@@ -123,8 +147,12 @@ def put_fast_py(store, message, state, *born, encode_put=None):
         store_ts = max(_clock(commit_log, default_clock), commit_log.last_store_timestamp)
         _OFFSETS(record, 20, queue_offset, phy)
         _LONG(record, ts_position, store_ts)
-        view[position + 8:position + size] = record[8:]
-        view[position:position + 8] = record[:8]
+        if append_fd >= 0:      # size and magic last; nothing moved yet if either raises
+            _pwrite_all(append_fd, memoryview(record)[8:], position + 8)
+            _pwrite_all(append_fd, memoryview(record)[:8], position)
+        else:
+            view[position + 8:position + size] = record[8:]
+            view[position:position + 8] = record[:8]
         mapped.wrote_position = position + size
         if queued:
             table[key] = queue_offset + 1

@@ -127,6 +127,9 @@ class MappedFile:
         # release and retake the interpreter lock, which 32 producers make slow to get back).
         self.hold_sync_fd = False
         self._sync_fd = -1
+        # [SYNC_FLUSH] put_fast writes records with pwrite(2) through the held descriptor instead
+        # of through the map (`write_records_by_pwrite`). Readers still read the map.
+        self.pwrite_records = False
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
@@ -262,6 +265,23 @@ class MappedFile:
             os.fdatasync(fd)
         finally:
             os.close(fd)
+
+    def write_records_by_pwrite(self) -> None:
+        """Have `store.kernel.put_fast` write this segment's records with pwrite(2) through the
+        held sync descriptor (opened now), not through the map.
+
+        Under SYNC_FLUSH each group commit's fdatasync write-protects every page of the map a put
+        dirtied: one TLB shootdown (an interrupt to the other core) per page, and the next put into
+        the page faults it back. A page written by pwrite is never writable in the map, so a sync
+        cleans it without either: 19.0-20.2 k -> 24.7-25.7 k msg/s with 32 producers, 46 -> 34 us
+        of system time a message (docs/performance.md, sixteenth session). Not under ASYNC_FLUSH:
+        there a put's two system calls cost more than the faults they save (77-87 k against
+        152-206 k msg/s). The Python put paths still write through the map: the page cache is one,
+        so the bytes are the same either way.
+        """
+        self.hold_sync_fd = True
+        self.sync_fd()
+        self.pwrite_records = True
 
     def sync_fd(self) -> int:
         """The descriptor `flush` syncs through, opened now if need be and held until close (the

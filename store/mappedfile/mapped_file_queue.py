@@ -58,6 +58,8 @@ class MappedFileQueue:
         self.pwrite_appends = False
         # Each file keeps the descriptor it syncs through (see MappedFile.hold_sync_fd).
         self.hold_sync_fds = False
+        # New files take records by pwrite (MappedFile.write_records_by_pwrite; use_pwrite_records).
+        self.pwrite_records = False
         # Set by the store's services for the commit log: an object whose take(file_from_offset)
         # returns that segment made in the background, or None (store/services/allocate.py).
         self.allocator = None
@@ -249,9 +251,22 @@ class MappedFileQueue:
                 mapped.warm()
         mapped.pwrite_appends = self.pwrite_appends
         mapped.hold_sync_fd = self.hold_sync_fds
+        if self.pwrite_records:
+            mapped.write_records_by_pwrite()
         with self._files_lock:
             self.files = self.files + [mapped]
         return mapped
+
+    def use_pwrite_records(self) -> None:
+        """From now on the last file (if it has room) and every new one take put_fast's records
+        by pwrite (MappedFile.write_records_by_pwrite)."""
+        if self.read_only:
+            return
+        self.pwrite_records = True
+        with self._files_lock:
+            last = self.files[-1] if self.files else None
+        if last is not None and not last.destroyed and last.wrote_position < last.file_size_bytes:
+            last.write_records_by_pwrite()
 
     def last_file_or_create(self, start_offset: int = 0) -> MappedFile:
         """The last file if it has room, else a new one (at `start_offset`'s file when none exist)."""

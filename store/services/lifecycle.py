@@ -106,6 +106,8 @@ class StoreServices:
         if self.sync_flush:
             self.flush_service = GroupCommitService(queue, last_store_timestamp=last_ts,
                                                     on_flushed=self._on_flushed)
+            if type(queue) is MappedFileQueue and self.pool is None:
+                queue.use_pwrite_records()  # no map page a sync write-protects (MappedFile)
         else:
             self.flush_service = AsyncFlushService(
                 queue, flush_interval_ms=cfg.flush_interval_commit_log,

@@ -5,14 +5,17 @@ Input: a stand-in store (plain objects with the attributes put_fast reads) whose
 int64 edge values (wrote_position, file_size_bytes, file_from_offset, the queue offset in the table,
 last_store_timestamp), a segment buffer of random size, read-only or not, flags that decline, a held
 or free lock, a non-ASCII msgId prefix, result classes with other slots, and a message from a small
-pool (common, delayed, oversized, a queue not noted, one whose noting raises). Each execution runs
-the C on one copy of the state and the twin on another and compares the outcomes, the buffers and
-the state after (the noted queues included).
+pool (common, delayed, oversized, a queue not noted, one whose noting raises); now and then the
+segment takes records by pwrite, to a temporary file (or a descriptor closed, or read-only).
+Each execution runs the C on one copy of the state and the twin on another and compares the
+outcomes, the buffers, the pwrite files and the state after (the noted queues included).
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 import threading
 
 from store.api import Message, PutMessageResult, PutMessageStatus
@@ -60,6 +63,15 @@ def _case(rng, buffer_size):
     services = _Bag(sync_flush=rng.random() < 0.05, commit_service=None)
     cleanup = _Bag(disk_full=rng.random() < 0.05)
     config = _Bag(broker_role="SLAVE" if rng.random() < 0.05 else "ASYNC_MASTER")
+    mapped.pwrite_records = rng.random() < 0.2      # [SYNC_FLUSH] records by pwrite to a file
+    mapped._sync_fd, mapped.path = -1, None
+    if mapped.pwrite_records and rng.random() < 0.9:
+        handle, mapped.path = tempfile.mkstemp(prefix="put_fast_fuzz")
+        os.ftruncate(handle, buffer_size)
+        if rng.random() < 0.1:                      # read-only: every write fails (EBADF)
+            os.close(handle)
+            handle = os.open(mapped.path, os.O_RDONLY)
+        mapped._sync_fd = handle
     mapped_files = _Bag(files=[mapped] if rng.random() < 0.95 else [])
     lock = threading.Lock()
     if rng.random() < 0.05:
@@ -81,6 +93,18 @@ def _case(rng, buffer_size):
 _native_encoder = object()      # identity only: put_fast checks store._encode_batch is state[11]
 
 
+def _written(mapped) -> bytes | None:
+    """The pwrite file's bytes (then closed and removed), None without one."""
+    if mapped.path is None:
+        return None
+    try:
+        with open(mapped.path, "rb") as handle:
+            return handle.read()
+    finally:
+        os.close(mapped._sync_fd)
+        os.remove(mapped.path)
+
+
 def _after(answer, mapped, commit_log, noted):
     value = answer[1] if answer[0] == "ok" else None
     fields = (tuple(repr(getattr(value, name, None)) for name in (
@@ -88,6 +112,7 @@ def _after(answer, mapped, commit_log, noted):
         "message_count", "msg_ids", "error")) if value is not None and not isinstance(value, int)
         else value)
     return (answer[0], answer[1:] if answer[0] != "ok" else fields, bytes(mapped.buffer),
+            _written(mapped),
             mapped.wrote_position, dict(commit_log.queue_offsets), commit_log.last_store_timestamp,
             sorted(noted.items()))
 

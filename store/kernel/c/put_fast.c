@@ -18,6 +18,8 @@
 #include "kernel.h"
 #include <sched.h>
 #include <time.h>
+#include <errno.h>
+#include <unistd.h>
 
 #define N_PUT_FIELDS 9
 #define PUT_LOCK_YIELDS 64       /* GIL hand-offs to wait for a busy put lock (see below) */
@@ -31,7 +33,7 @@ static Py_ssize_t put_offset[N_PUT_FIELDS];
 static PyObject *s_closed, *s_read_only, *s_broker_role, *s_disk_full, *s_commit_service,
     *s_encode_batch, *s_make_requests, *s_clock_ms, *s_last_ts, *s_files,
     *s_wrote_position, *s_file_size, *s_file_from, *s_write_buffer, *s_buffer, *s_queue_offsets,
-    *s_prefix, *s_acquire, *s_release, *s_slave, *s_note_topic;
+    *s_prefix, *s_acquire, *s_release, *s_slave, *s_note_topic, *s_pwrite_records, *s_sync_fd;
 
 static int intern_names(void)
 {
@@ -48,6 +50,7 @@ static int intern_names(void)
     INTERN(s_buffer, "buffer"); INTERN(s_queue_offsets, "queue_offsets");
     INTERN(s_prefix, "_msg_id_prefix"); INTERN(s_acquire, "acquire"); INTERN(s_release, "release");
     INTERN(s_slave, "SLAVE"); INTERN(s_note_topic, "_note_topic");
+    INTERN(s_pwrite_records, "pwrite_records"); INTERN(s_sync_fd, "_sync_fd");
 #undef INTERN
     return 0;
 }
@@ -90,6 +93,49 @@ static long long attr_ll(PyObject *obj, PyObject *name)
     long long v = PyLong_AsLongLong(value);
     Py_DECREF(value);
     return v;
+}
+
+/* [SYNC_FLUSH] The descriptor the segment's records go in by (MappedFile.pwrite_records: its held
+ * sync descriptor), -1 to write through the map, -2 to decline (the flag on, the descriptor
+ * closed), -3 with an exception set. A stand-in without the attribute writes through the map. */
+static int append_descriptor(PyObject *mapped)
+{
+    PyObject *flag = PyObject_GetAttr(mapped, s_pwrite_records);
+    if (flag == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -3;
+        PyErr_Clear();
+        return -1;
+    }
+    int on = PyObject_IsTrue(flag);
+    Py_DECREF(flag);
+    if (on <= 0)
+        return on < 0 ? -3 : -1;
+    long long fd = attr_ll(mapped, s_sync_fd);
+    if (fd == -1 && PyErr_Occurred())
+        return -3;
+    return fd < 0 || fd > INT32_MAX ? -2 : (int)fd;
+}
+
+/* pwrite(2) all of [data, data + n) at `offset`, again after a short write; 0, or -1 with OSError
+ * set (a write of no bytes is EIO). */
+static int pwrite_all(int fd, const unsigned char *data, Py_ssize_t n, long long offset)
+{
+    while (n > 0) {
+        ssize_t done = pwrite(fd, data, (size_t)n, (off_t)offset);
+        if (done < 0 && errno == EINTR)
+            continue;
+        if (done <= 0) {
+            if (done == 0)
+                errno = EIO;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        data += done;
+        n -= done;
+        offset += done;
+    }
+    return 0;
 }
 
 /* store.clock_ms() or commit_log.clock_ms(): the system clock read here when it is the default
@@ -285,6 +331,16 @@ PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto error;
     if (position > view.len || size > view.len - position)
         goto decline;
+    /* [SYNC_FLUSH] The record goes in by pwrite(2) through the segment's held descriptor: no page
+     * of the map is then writable, so a group commit's sync has no mapping to write-protect (one
+     * TLB shootdown per page) and the next put no page to fault back in (docs/performance.md,
+     * sixteenth session). The descriptor is read and written with the GIL held throughout, so no
+     * close() (Python) comes between; the store also closes the commit log under the put lock. */
+    int append_fd = append_descriptor(mapped);
+    if (append_fd == -3)
+        goto error;
+    if (append_fd == -2)
+        goto decline;
     /* Every object the answer needs, before anything is written. */
     PyObject *prefix = PyObject_GetAttr(commit_log, s_prefix);
     if (prefix == NULL)
@@ -329,9 +385,19 @@ PyObject *rmq_put_fast(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     put64(src + 20, queued ? queue_offset : 0);
     put64(src + 28, phy);
     put64(src + ts_position, store_ts);
-    unsigned char *t = (unsigned char *)view.buf + position;
-    memmove(t + 8, src + 8, size - 8);
-    memmove(t, src, 8);
+    if (append_fd >= 0) {
+        /* Size and magic last, as through the map: a write cut short leaves no header. Nothing
+         * has moved yet, so an error leaves the store as it was (bytes past wrote_position). */
+        if (pwrite_all(append_fd, src + 8, size - 8, position + 8) < 0 ||
+            pwrite_all(append_fd, src, 8, position) < 0) {
+            Py_CLEAR(result);
+            goto error;
+        }
+    } else {
+        unsigned char *t = (unsigned char *)view.buf + position;
+        memmove(t + 8, src + 8, size - 8);
+        memmove(t, src, 8);
+    }
     if (PyObject_SetAttr(mapped, s_wrote_position, wrote_o) < 0 ||
         (queued && PyDict_SetItem(table, key, next_o) < 0) ||
         PyObject_SetAttr(commit_log, s_last_ts, ts_o) < 0) {
