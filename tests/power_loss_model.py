@@ -1,8 +1,9 @@
 """A power-loss model built from the sync calls the engine really makes (used by test_power_loss.py).
 
 `SyncRecorder.install` wraps, for paths under one store root, `os.fsync`, `os.fdatasync`, the
-`flush` of every `mmap.mmap` created while installed (msync), `os.replace`, `os.rename`,
-`os.unlink` and `os.remove`, and gives SYNC_FLUSH's group commit (which syncs from C) the wrapped
+`flush` of every `mmap.mmap` created while installed (msync), the `sync_range` the segments'
+`MappedFile.flush` calls (an msync from C), `os.replace`, `os.rename`, `os.unlink` and
+`os.remove`, and gives SYNC_FLUSH's group commit (which syncs from C) the wrapped
 `os.fdatasync`. Nothing the engine says about itself (flushed positions, checkpoint
 fields) is trusted. What survives a cut (`SyncRecorder.image`), the usual POSIX rules on Linux:
 
@@ -37,6 +38,7 @@ import threading
 from collections import Counter
 
 from store.kernel.group_commit import GroupCommit
+from store.mappedfile import mapped_file as mapped_file_module
 from store.services import flush as flush_module
 
 PAGE = 4096
@@ -202,6 +204,25 @@ class SyncRecorder:
                     recorder.calls["msync"] += 1
                     return result
 
+        real_sync_range = mapped_file_module.sync_range
+
+        def sync_range(map_, start, end, drop):
+            # MappedFile.flush's msync from C: [start's page, end) durable, as a ranged flush.
+            path = getattr(map_, "recorded_path", None)
+            if path is None:
+                return real_sync_range(map_, start, end, drop)
+            with recorder.lock:
+                data = _read(path)
+                result = real_sync_range(map_, start, end, drop)
+                if data is not None:
+                    first = start - start % PAGE
+                    old = bytearray(recorder._durable.get(recorder._id(path), b""))
+                    old[first:end] = data[first:end]
+                    recorder._durable[recorder._id(path)] = bytes(old)
+                recorder.calls["msync"] += 1
+                return result
+
+        monkeypatch.setattr(mapped_file_module, "sync_range", sync_range)
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "fdatasync", fdatasync)
         monkeypatch.setattr(os, "replace", moved(real_replace))

@@ -15,7 +15,7 @@ import pytest
 from store import Message, MessageStore
 from store import kernel
 from store.kernel import prefault as prefault_module
-from store.kernel.prefault import prefault_py
+from store.kernel.prefault import prefault_py, sync_range_py
 from store.services.prefault import PrefaultService, prefault_supported
 from tests.engine_util import small_config
 from tests.kernel_fuzz import prefault_target
@@ -26,6 +26,9 @@ needs_linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="m
 FUNCTIONS = [pytest.param(prefault_py, id="twin"),
              pytest.param(getattr(kernel._native, "prefault", None), id="native",
                           marks=needs_native)]
+SYNC_FUNCTIONS = [pytest.param(sync_range_py, id="twin"),
+                  pytest.param(getattr(kernel._native, "sync_range", None), id="native",
+                               marks=needs_native)]
 PAGE = mmap.PAGESIZE
 
 
@@ -238,3 +241,91 @@ def test_no_service_where_it_is_not_supported(tmp_path, monkeypatch):
     with MessageStore.open(small_config(tmp_path)) as store:
         assert store.services.prefault is None
         assert store.put_message(Message("T", b"x", 0)).ok
+
+
+@needs_native
+@needs_linux
+def test_sync_range_native_agrees_with_twin_on_random_and_edge_arguments():
+    fuzzer = types.SimpleNamespace(rng=random.Random(23), native=kernel._native,
+                                   executions={"sync_range": 0}, compared={"sync_range": 0},
+                                   last_input=None)
+    for _ in range(400):
+        prefault_target.sync_range(fuzzer, outcome, Disagreement)
+    assert fuzzer.compared["sync_range"] == 400
+
+
+@needs_linux
+@pytest.mark.parametrize("sync_range", SYNC_FUNCTIONS)
+def test_sync_range_answers_and_refusals(sync_range, tmp_path):
+    path = tmp_path / "segment"
+    path.write_bytes(b"")
+    with open(path, "r+b") as handle:
+        handle.truncate(16 * PAGE)
+        mapped = mmap.mmap(handle.fileno(), 16 * PAGE)
+        read_only = mmap.mmap(handle.fileno(), 16 * PAGE, access=mmap.ACCESS_READ)
+    assert sync_range(mapped, 0, 16 * PAGE, True) == 16 * PAGE
+    assert sync_range(mapped, PAGE + 5, 3 * PAGE + 1, True) == 2 * PAGE + 1   # from start's page
+    assert sync_range(mapped, 7, 7, False) == 7
+    assert sync_range(mapped, 0, 0, True) == 0
+    for args, error, message in [
+            ((mapped, -1, 1, True), ValueError,
+             "sync_range: need 0 <= start <= end <= the map's size"),
+            ((mapped, 5, 4, True), ValueError,
+             "sync_range: need 0 <= start <= end <= the map's size"),
+            ((mapped, 0, 16 * PAGE + 1, True), ValueError,
+             "sync_range: need 0 <= start <= end <= the map's size"),
+            ((mapped, 2**63, 1, True), OverflowError,
+             "cannot fit 'int' into an index-sized integer"),
+            ((mapped, 0.0, 1, True), TypeError,
+             "'float' object cannot be interpreted as an integer"),
+            ((bytearray(PAGE), 0, 1, True), TypeError, "sync_range: the map must be an mmap.mmap"),
+            ((mapped, 0, 1), TypeError, "sync_range(map, start, end, drop)"),
+            ((read_only, 0, PAGE, True), BufferError, "Object is not writable.")]:
+        with pytest.raises(error) as raised:
+            sync_range(*args)
+        assert str(raised.value) == message
+    read_only.close()
+    mapped.close()
+    with pytest.raises(ValueError, match="mmap closed or invalid"):
+        sync_range(mapped, 0, PAGE, True)
+
+
+@needs_linux
+@pytest.mark.parametrize("sync_range", SYNC_FUNCTIONS)
+def test_sync_range_drops_the_whole_pages_below_and_keeps_every_byte(sync_range, tmp_path):
+    """The pages below end's page leave this process's map (a dirty one stays dirty in the page
+    cache: the sync writes it); the partly written last page stays mapped; every byte reads back
+    the same through the map and through the file."""
+    path = tmp_path / "00000000000000000000"
+    with open(path, "wb") as handle:
+        handle.truncate(64 * PAGE)
+    with open(path, "r+b") as handle:
+        mapped = mmap.mmap(handle.fileno(), 64 * PAGE)
+    try:
+        data = bytes(random.Random(5).randrange(256) for _ in range(40 * PAGE + 100))
+        mapped[:len(data)] = data
+        before = _resident_kib(str(path))
+        assert before >= 41 * PAGE // 1024
+        assert sync_range(mapped, 3 * PAGE + 9, len(data), True) == len(data) - 3 * PAGE
+        assert before - _resident_kib(str(path)) >= 37 * PAGE // 1024    # pages 3..39 dropped
+        assert mapped[:len(data)] == data and mapped[len(data):] == bytes(64 * PAGE - len(data))
+        with open(path, "rb") as handle:
+            assert handle.read(len(data)) == data
+    finally:
+        mapped.close()
+
+
+@needs_native
+def test_the_commit_logs_segments_flush_their_range(tmp_path):
+    """With the compiled kernel, the commit log's segments flush [flushed, read position) through
+    sync_range (the consume queues keep fdatasync); the flushed pointer and the bytes are right."""
+    with MessageStore.open(small_config(tmp_path)) as store:
+        results = [store.put_message(Message("TopicA", bytes([n]) * 2000, n % 4)) for n in range(40)]
+        store.dispatch_pending()
+        segment = store.commit_log.mapped_files.files[-1]
+        assert segment.flush() == segment.wrote_position == segment.flushed_position
+        assert segment.ranged_sync
+        queue = store.consume_queues.queue("TopicA", 0)
+        assert not any(f.ranged_sync for f in queue.mapped_files.files)
+        for n, result in enumerate(results):
+            assert store.look_message_by_offset(result.wrote_offset).body == bytes([n]) * 2000

@@ -148,10 +148,13 @@ def test_sync_flush_segments_take_records_by_pwrite(tmp_path):
         assert all(result.ok for result in results)
         files = store.commit_log.mapped_files.files
         assert len(files) > 1 and all(f.pwrite_records and f._sync_fd >= 0 for f in files)
+        assert not any(f.ranged_sync for f in files)     # SYNC_FLUSH syncs by fdatasync only
         for n, result in enumerate(results):
             assert store.look_message_by_offset(result.wrote_offset).body == bytes([n]) * 3000
     with MessageStore.open(small_config(tmp_path)) as store:     # ASYNC_FLUSH: through the map
-        assert not any(f.pwrite_records for f in store.commit_log.mapped_files.files)
+        files = store.commit_log.mapped_files.files
+        assert not any(f.pwrite_records for f in files)
+        assert all(f.ranged_sync for f in files) == kernel.COMPILED
         assert store.get_message("g", "TopicA", 1, 59, 1).messages[0].body == bytes([59]) * 3000
 
 

@@ -23,7 +23,7 @@ from store.codec import message as msgcodec
 from store.codec import prop_crc, record_check
 from store.codec.message import DispatchRequest
 from store.codec.msgid import msg_id_prefix
-from store.kernel import place
+from store.kernel import COMPILED, place
 from store.kernel.put_batch import place_batch
 from store.mappedfile.mapped_file import MappedFile
 from store.mappedfile.mapped_file_queue import MappedFileQueue
@@ -95,6 +95,11 @@ class CommitLog:
                  store_host: str, clock_ms=None):
         self.mapped_files = MappedFileQueue(directory, segment_size_bytes, read_only=read_only)
         self.mapped_files.hold_sync_fds = not read_only   # a few segments, synced very often
+        # Flushes sync the written range, the map's pages below it dropped first: no TLB shootdown
+        # per page a sync cleans (store.kernel.prefault.sync_range; the twin holds the GIL). Not
+        # under SYNC_FLUSH (the store's services turn it off): records go in by pwrite there, and
+        # every sync is an fdatasync, as the group commit's.
+        self.mapped_files.ranged_sync = COMPILED and not read_only
         self.segment_size_bytes = segment_size_bytes
         self.read_only = read_only
         self.store_host = store_host

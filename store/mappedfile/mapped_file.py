@@ -24,6 +24,7 @@ import os
 import threading
 
 from store.errors import CorruptDataError, ReadOnlyStoreError
+from store.kernel.prefault import sync_range
 
 OS_PAGE_SIZE = 4096
 FILE_NAME_DIGITS = 20
@@ -127,6 +128,9 @@ class MappedFile:
         # release and retake the interpreter lock, which 32 producers make slow to get back).
         self.hold_sync_fd = False
         self._sync_fd = -1
+        # A flush syncs only [flushed, read position) and drops the map's pages below it first
+        # (store.kernel.prefault.sync_range): the commit log's, with the compiled kernel.
+        self.ranged_sync = False
         # [SYNC_FLUSH] put_fast writes records with pwrite(2) through the held descriptor instead
         # of through the map (`write_records_by_pwrite`). Readers still read the map.
         self.pwrite_records = False
@@ -244,7 +248,10 @@ class MappedFile:
                     (target // OS_PAGE_SIZE - start // OS_PAGE_SIZE) < least_pages:
                 return start
             if not self.read_only and not self.destroyed:
-                self._sync_to_disk()
+                if self.ranged_sync:
+                    sync_range(self._map, start, target, True)    # a shared map
+                else:
+                    self._sync_to_disk()
             self.flushed_position = target
             return target
 

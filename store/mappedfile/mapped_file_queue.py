@@ -60,6 +60,9 @@ class MappedFileQueue:
         self.hold_sync_fds = False
         # New files take records by pwrite (MappedFile.write_records_by_pwrite; use_pwrite_records).
         self.pwrite_records = False
+        # Files flush [flushed, read position) only, their pages below it dropped first
+        # (MappedFile.ranged_sync).
+        self.ranged_sync = False
         # Set by the store's services for the commit log: an object whose take(file_from_offset)
         # returns that segment made in the background, or None (store/services/allocate.py).
         self.allocator = None
@@ -105,6 +108,7 @@ class MappedFileQueue:
                 mapped.set_positions(self.file_size_bytes)
                 mapped.pwrite_appends = self.pwrite_appends
                 mapped.hold_sync_fd = self.hold_sync_fds
+                mapped.ranged_sync = self.ranged_sync
                 files.append(mapped)
         except CorruptDataError:
             for mapped in files:
@@ -251,11 +255,21 @@ class MappedFileQueue:
                 mapped.warm()
         mapped.pwrite_appends = self.pwrite_appends
         mapped.hold_sync_fd = self.hold_sync_fds
+        mapped.ranged_sync = self.ranged_sync
         if self.pwrite_records:
             mapped.write_records_by_pwrite()
         with self._files_lock:
             self.files = self.files + [mapped]
         return mapped
+
+    def set_ranged_sync(self, ranged: bool) -> None:
+        """Whether this queue's files, those there and those to come, flush through
+        `sync_range` (MappedFile.ranged_sync) or fdatasync."""
+        self.ranged_sync = ranged
+        with self._files_lock:
+            files = list(self.files)
+        for mapped in files:
+            mapped.ranged_sync = ranged
 
     def use_pwrite_records(self) -> None:
         """From now on the last file (if it has room) and every new one take put_fast's records

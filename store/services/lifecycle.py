@@ -108,6 +108,8 @@ class StoreServices:
                                                     on_flushed=self._on_flushed)
             if type(queue) is MappedFileQueue and self.pool is None:
                 queue.use_pwrite_records()  # no map page a sync write-protects (MappedFile)
+            if isinstance(queue, MappedFileQueue):   # one way to sync: the group commit's
+                queue.set_ranged_sync(False)
         else:
             self.flush_service = AsyncFlushService(
                 queue, flush_interval_ms=cfg.flush_interval_commit_log,

@@ -19,7 +19,7 @@ from its path; store.kernel itself keeps to its twins under RMQ_KERNEL=python):
 | java_hashes   | strings of ASCII, Latin-1, BMP, astral characters and lone surrogates   | `_java_hashes_py` |
 | encode_put    | messages with edge fields under edge settings (maximum size, segment size) | `put_path._encode_for_put` (when C accepts, the same bytes) |
 | index_select, cq_search_nearest, cq_nearest_queue, cq_search_boundary, read_message | see tests/kernel_fuzz/lookup_targets.py | their `*_py` twins |
-| decode_records, pull_unfiltered, decode_columns, view_columns, walk_headers, crc32, encode_batch, place_batch, query_keys, query_message, found_result, put_fast, prefault, group_commit | see decode_target.py, pull_target.py, columns_target.py, crc_target.py, put_batch_target.py, query_target.py, result_target.py, put_fast_target.py, prefault_target.py, group_commit_target.py; the groups are listed in registry.py (a new target adds a line there) | the twins each module names |
+| decode_records, pull_unfiltered, decode_columns, view_columns, walk_headers, crc32, encode_batch, place_batch, query_keys, query_message, found_result, put_fast, prefault, sync_range, group_commit | see decode_target.py, pull_target.py, columns_target.py, crc_target.py, put_batch_target.py, query_target.py, result_target.py, put_fast_target.py, prefault_target.py, group_commit_target.py; the groups are listed in registry.py (a new target adds a line there) | the twins each module names |
 
 An out-of-bounds access or undefined behaviour aborts the process with the sanitizer's report (exit code
 not 0). A disagreement with a twin prints the input, writes it to --report, and exits 1. On success the
@@ -102,7 +102,7 @@ class Fuzzer:
             "cq_search_boundary", "read_message", "decode_records", "pull_unfiltered",
             "decode_columns", "walk_headers", "encode_batch", "place_batch", "crc32", "query_keys",
             "query_message", "span_groups", "found_result", "fixed_columns", "put_fast",
-            "prefault", "group_commit", "view_columns", "cq_keys"), 0)
+            "prefault", "sync_range", "group_commit", "view_columns", "cq_keys"), 0)
         self.disagreement = Disagreement
         self.compared = dict.fromkeys(self.executions, 0)
         self.stops: dict[str, int] = {}

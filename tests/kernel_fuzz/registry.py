@@ -44,6 +44,7 @@ GROUPS = {
     "fixed_columns": lambda fuzzer: fixed_target.fixed_columns(fuzzer, outcome, Disagreement),
     "put_fast": lambda fuzzer: put_fast_target.put_fast(fuzzer, outcome, Disagreement),
     "prefault": lambda fuzzer: prefault_target.prefault(fuzzer, outcome, Disagreement),
+    "sync_range": lambda fuzzer: prefault_target.sync_range(fuzzer, outcome, Disagreement),
     "group_commit": lambda fuzzer: group_commit_target.group_commit(fuzzer, outcome, Disagreement),
     "cq_keys": lambda fuzzer: cq_keys_target.cq_keys(fuzzer, outcome, Disagreement),
 }

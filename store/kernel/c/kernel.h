@@ -26,7 +26,8 @@
  * | query_message.c | query_message: query_keys under the index lock, its result object built |
  * | query_hints.c | prefetches of a key query's slot, index entry and records (no answer depends on them) |
  * | put_fast.c| put_fast: a single put's common case (checks, encode, lock, place, result) in one |
- * | prefault.c| prefault: madvise(MADV_POPULATE_WRITE) ahead of the writer in a map, GIL released |
+ * | prefault.c| prefault: madvise(MADV_POPULATE_WRITE) ahead of the writer in a map; sync_range: |
+ * |           | msync of a written range after one MADV_DONTNEED of its whole pages; GIL released |
  * | group_commit.c | GroupCommit: SYNC_FLUSH's group commit, its syncs and wake-ups outside the GIL |
  * | cq_keys.c | cq_keys: the RocksDB consume queue's unit and `max` keys of a dispatch pass in one call |
  * | groups.c  | span_groups: distinct byte spans (+ a tag) numbered in np.unique's order (queues, TAGS) |
@@ -242,6 +243,8 @@ int rmq_group_commit_init(PyObject *module);
 /* prefault.c */
 PyObject *rmq_prefault(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_prefault_doc[];
+PyObject *rmq_sync_range(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char rmq_sync_range_doc[];
 PyObject *rmq_cq_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char rmq_cq_keys_doc[];
 

@@ -32,6 +32,7 @@ static PyMethodDef methods[] = {
     {"place_batch", rmq_place_batch, METH_VARARGS, rmq_place_batch_doc},
     {"put_fast", (PyCFunction)(void (*)(void))rmq_put_fast, METH_FASTCALL, rmq_put_fast_doc},
     {"prefault", (PyCFunction)(void (*)(void))rmq_prefault, METH_FASTCALL, rmq_prefault_doc},
+    {"sync_range", (PyCFunction)(void (*)(void))rmq_sync_range, METH_FASTCALL, rmq_sync_range_doc},
     {"crc32", rmq_crc32, METH_O, rmq_crc32_doc},
     {"span_groups", rmq_span_groups, METH_VARARGS, rmq_span_groups_doc},
     {"cq_keys", (PyCFunction)(void (*)(void))rmq_cq_keys, METH_FASTCALL, rmq_cq_keys_doc},

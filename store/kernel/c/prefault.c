@@ -19,6 +19,36 @@
 
 static PyObject *mmap_type;
 
+/* mmap.mmap itself: the module's attribute, or, when a test has replaced it with a subclass
+ * (tests/power_loss_model.py records flushes that way), the class it derives from. */
+static int resolve_mmap_type(void)
+{
+    PyObject *module = PyImport_ImportModule("mmap");
+    if (module == NULL)
+        return -1;
+    PyObject *found = PyObject_GetAttrString(module, "mmap");
+    Py_DECREF(module);
+    if (found == NULL)
+        return -1;
+    if (!PyType_Check(found)) {
+        Py_DECREF(found);
+        PyErr_SetString(PyExc_TypeError, "mmap.mmap is not a type");
+        return -1;
+    }
+    PyTypeObject *type = (PyTypeObject *)found;
+    while (type != NULL && strcmp(type->tp_name, "mmap.mmap") != 0)
+        type = type->tp_base;
+    if (type == NULL) {
+        Py_DECREF(found);
+        PyErr_SetString(PyExc_TypeError, "mmap.mmap is not a map type");
+        return -1;
+    }
+    Py_INCREF(type);
+    Py_DECREF(found);
+    mmap_type = (PyObject *)type;
+    return 0;
+}
+
 const char rmq_prefault_doc[] = (
 "prefault(map, start, length) -> int\n\n"
 "madvise(MADV_POPULATE_WRITE) over the whole pages of [start, start+length) of a writable mmap.mmap\n"
@@ -30,15 +60,8 @@ PyObject *rmq_prefault(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "prefault(map, start, length)");
         return NULL;
     }
-    if (mmap_type == NULL) {
-        PyObject *module = PyImport_ImportModule("mmap");
-        if (module == NULL)
-            return NULL;
-        mmap_type = PyObject_GetAttrString(module, "mmap");
-        Py_DECREF(module);
-        if (mmap_type == NULL)
-            return NULL;
-    }
+    if (mmap_type == NULL && resolve_mmap_type() < 0)
+        return NULL;
     if (!PyObject_TypeCheck(args[0], (PyTypeObject *)mmap_type)) {
         PyErr_SetString(PyExc_TypeError, "prefault: the map must be an mmap.mmap");
         return NULL;
@@ -77,4 +100,84 @@ PyObject *rmq_prefault(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     return PyLong_FromSsize_t(advised);
+}
+
+/* sync_range: write [start, end) of a writable mmap.mmap to disk, msync(MS_SYNC) from start's page,
+ * after (when `drop`) dropping this process's mappings of the whole pages below end's page
+ * (madvise(MADV_DONTNEED): a shared map keeps the bytes in the page cache, dirty ones dirty). Only
+ * for a shared map (ACCESS_WRITE or ACCESS_DEFAULT): on a copy-on-write one (ACCESS_COPY) it would
+ * discard the private changes, and the caller, who knows how it mapped, says so by `drop`.
+ *
+ * Why: a sync cleans each dirty page it writes, and a page still mapped writable is first made
+ * read-only in every process that maps it, one TLB shootdown apiece (an interrupt to every other
+ * core running a thread of the process). The commit log's async flush wrote 100-200 k pages a
+ * minute that way: nearly all its CPU, and the put and reput threads interrupted on the other core
+ * (docs/performance.md, sixteenth session). One madvise over the range flushes the TLB once; the
+ * last, partly written page stays mapped (the writer is in it). Only [start's page, end) is
+ * written, not every dirty page of the file as fdatasync does (the zero pages the prefault service
+ * keeps populated ahead of the writer among them, which it would then fault back in).
+ * Readers of the map fault the dropped pages back in (read-only, from the page cache).
+ *
+ * Answer: the bytes synced, end minus start's page. ValueError unless 0 <= start <= end <= the
+ * map's size; OSError from a failing madvise or msync. Twin: store/kernel/prefault.py. */
+
+#ifndef MADV_DONTNEED
+#define MADV_DONTNEED 4
+#endif
+
+const char rmq_sync_range_doc[] = (
+"sync_range(map, start, end, drop) -> int\n\n"
+"msync(MS_SYNC) [start rounded down to a page, end) of a writable mmap.mmap, after (when drop,\n"
+"for a shared map only) madvise(MADV_DONTNEED) of its whole pages below end's page (one TLB flush\n"
+"instead of one per page the sync cleans); the GIL released. The bytes synced. OSError when a\n"
+"call fails.");
+
+PyObject *rmq_sync_range(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "sync_range(map, start, end, drop)");
+        return NULL;
+    }
+    if (mmap_type == NULL && resolve_mmap_type() < 0)
+        return NULL;
+    if (!PyObject_TypeCheck(args[0], (PyTypeObject *)mmap_type)) {
+        PyErr_SetString(PyExc_TypeError, "sync_range: the map must be an mmap.mmap");
+        return NULL;
+    }
+    Py_ssize_t start = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t end = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
+    if (end == -1 && PyErr_Occurred())
+        return NULL;
+    int drop = PyObject_IsTrue(args[3]);
+    if (drop < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (start < 0 || end < start || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "sync_range: need 0 <= start <= end <= the map's size");
+        return NULL;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    Py_ssize_t first = start - start % page, full = end - end % page;
+    int failed = 0, error = 0;
+    if (end > first) {
+        char *base = (char *)view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        if (drop && full > first && madvise(base + first, (size_t)(full - first), MADV_DONTNEED) != 0)
+            failed = 1;
+        else if (msync(base + first, (size_t)(end - first), MS_SYNC) != 0)
+            failed = 1;
+        error = errno;
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    if (failed) {
+        errno = error;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return PyLong_FromSsize_t(end > first ? end - first : 0);
 }
