@@ -329,3 +329,17 @@ def test_the_commit_logs_segments_flush_their_range(tmp_path):
         assert not any(f.ranged_sync for f in queue.mapped_files.files)
         for n, result in enumerate(results):
             assert store.look_message_by_offset(result.wrote_offset).body == bytes([n]) * 2000
+
+
+def test_a_flush_of_a_map_closed_under_it_falls_back_to_fdatasync(tmp_path, monkeypatch):
+    """Cleanup closes a segment's map before it marks the segment destroyed: a flush in between
+    syncs the file by fdatasync instead of failing on the closed map."""
+    from store.mappedfile.mapped_file import MappedFile
+    segment = MappedFile(str(tmp_path / "00000000000000000000"), 16 * PAGE, create=True)
+    segment.ranged_sync = True
+    segment.append(b"x" * (3 * PAGE))
+    synced = []
+    monkeypatch.setattr(segment, "_sync_to_disk", lambda: synced.append(True))
+    segment.buffer.close()
+    assert segment.flush() == 3 * PAGE and synced == [True]
+    segment.destroy()

@@ -248,12 +248,22 @@ class MappedFile:
                     (target // OS_PAGE_SIZE - start // OS_PAGE_SIZE) < least_pages:
                 return start
             if not self.read_only and not self.destroyed:
-                if self.ranged_sync:
-                    sync_range(self._map, start, target, True)    # a shared map
-                else:
-                    self._sync_to_disk()
+                self._sync(start, target)
             self.flushed_position = target
             return target
+
+    def _sync(self, start: int, target: int) -> None:
+        """Make [start, target) durable: `sync_range` on the (shared) map when `ranged_sync`, else,
+        or when the map was closed under the flush (cleanup closes it before it marks the segment
+        destroyed), fdatasync of the file."""
+        if self.ranged_sync and not self._map.closed:
+            try:
+                sync_range(self._map, start, target, True)
+                return
+            except ValueError:
+                if not self._map.closed:
+                    raise
+        self._sync_to_disk()
 
     def _sync_to_disk(self) -> None:
         """Force the file's dirty pages (those written through the map too) to disk.
