@@ -320,7 +320,8 @@ def test_the_commit_logs_segments_flush_their_range(tmp_path):
     """With the compiled kernel, the commit log's segments flush [flushed, read position) through
     sync_range (the consume queues keep fdatasync); the flushed pointer and the bytes are right."""
     with MessageStore.open(small_config(tmp_path)) as store:
-        results = [store.put_message(Message("TopicA", bytes([n]) * 2000, n % 4)) for n in range(40)]
+        results = [store.put_message(Message("TopicA", bytes([n]) * 2000, n % 4))
+                   for n in range(40)]
         store.dispatch_pending()
         segment = store.commit_log.mapped_files.files[-1]
         assert segment.flush() == segment.wrote_position == segment.flushed_position

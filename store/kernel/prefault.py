@@ -59,7 +59,7 @@ def prefault_py(*args) -> int:
 
 def sync_range_py(*args) -> int:
     """The twin of the compiled `sync_range(map, start, end, drop)` (see c/prefault.c): the same
-    checks and answer, with the GIL held (mmap.madvise, mmap.flush). `drop` only for a shared map."""
+    checks and answer, with the GIL held (mmap.madvise, mmap.flush). `drop`: a shared map only."""
     if len(args) != 4:
         raise TypeError("sync_range(map, start, end, drop)")
     map_, start, end, drop = args

@@ -290,11 +290,11 @@ class MappedFile:
         Under SYNC_FLUSH each group commit's fdatasync write-protects every page of the map a put
         dirtied: one TLB shootdown (an interrupt to the other core) per page, and the next put into
         the page faults it back. A page written by pwrite is never writable in the map, so a sync
-        cleans it without either: 19.0-20.2 k -> 24.7-25.7 k msg/s with 32 producers, 46 -> 34 us
-        of system time a message (docs/performance.md, sixteenth session). Not under ASYNC_FLUSH:
-        there a put's two system calls cost more than the faults they save (77-87 k against
-        152-206 k msg/s). The Python put paths still write through the map: the page cache is one,
-        so the bytes are the same either way.
+        cleans it without either: 18-20 k -> 22-26 k msg/s with 32 producers, 46-50 -> 32-38
+        us of system time a message (docs/performance.md, sixteenth session). Not under
+        ASYNC_FLUSH: there a put's two system calls cost more than the faults they save (77-87 k
+        against 152-206 k msg/s). The Python put paths still write through the map: the page cache
+        is one, so the bytes are the same either way.
         """
         self.hold_sync_fd = True
         self.sync_fd()

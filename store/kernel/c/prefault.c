@@ -110,13 +110,14 @@ PyObject *rmq_prefault(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  *
  * Why: a sync cleans each dirty page it writes, and a page still mapped writable is first made
  * read-only in every process that maps it, one TLB shootdown apiece (an interrupt to every other
- * core running a thread of the process). The commit log's async flush wrote 100-200 k pages a
- * minute that way: nearly all its CPU, and the put and reput threads interrupted on the other core
- * (docs/performance.md, sixteenth session). One madvise over the range flushes the TLB once; the
- * last, partly written page stays mapped (the writer is in it). Only [start's page, end) is
- * written, not every dirty page of the file as fdatasync does (the zero pages the prefault service
- * keeps populated ahead of the writer among them, which it would then fault back in).
- * Readers of the map fault the dropped pages back in (read-only, from the page cache).
+ * core running a thread of the process). That was nearly all of the commit log's async flush
+ * CPU (1.2-2.0 us a put in a 200,000-put run), and the put and reput threads were interrupted on
+ * the other core (docs/performance.md, sixteenth session). One madvise over the range flushes the
+ * TLB once; the last, partly written page stays mapped (the writer is in it). Only
+ * [start's page, end) is written, not every dirty page of the file as fdatasync does (the zero
+ * pages the prefault service keeps populated ahead of the writer among them, which it would then
+ * fault back in). Readers of the map fault the dropped pages back in (read-only, from the page
+ * cache).
  *
  * Answer: the bytes synced, end minus start's page. ValueError unless 0 <= start <= end <= the
  * map's size; OSError from a failing madvise or msync. Twin: store/kernel/prefault.py. */
@@ -167,7 +168,8 @@ PyObject *rmq_sync_range(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (end > first) {
         char *base = (char *)view.buf;
         Py_BEGIN_ALLOW_THREADS
-        if (drop && full > first && madvise(base + first, (size_t)(full - first), MADV_DONTNEED) != 0)
+        if (drop && full > first &&
+            madvise(base + first, (size_t)(full - first), MADV_DONTNEED) != 0)
             failed = 1;
         else if (msync(base + first, (size_t)(end - first), MS_SYNC) != 0)
             failed = 1;
