@@ -318,6 +318,13 @@ class StoreServices:
         parts = self.parts
         commit_log = parts.commit_log
         before = commit_log.max_offset()
+        # The consume queues and the index first: the writer dispatches a record only once it is in
+        # the log, so every unit seen now names a record the walk below reaches. Refreshed after
+        # the walk, a unit of a record appended meanwhile named one past this view's end, and a
+        # pull skipped it as deleted (a soak's observer did, once the writer's dispatch got faster).
+        parts.consume_queues.refresh()
+        if parts.index_service is not None:
+            parts.index_service.refresh()
         commit_log.mapped_files.refresh()
         end = before
         # The check recovery makes, at least BODYCRC: under forceVerifyPropCRC a record failing its
@@ -337,10 +344,7 @@ class StoreServices:
         if last is not None:
             last.set_positions(end - last.file_from_offset)
         commit_log.mapped_files.set_positions(end)
-        parts.consume_queues.refresh()
         parts.consume_queues.correct_min_offset(commit_log.min_offset())
-        if parts.index_service is not None:
-            parts.index_service.refresh()
         rebuild_queue_offset_table(commit_log, parts.consume_queues, parts.batch_queues)
         self.reput.reput_offset = end
         return end - before
