@@ -49,6 +49,26 @@ static int resolve_mmap_type(void)
     return 0;
 }
 
+/* args[0] an mmap.mmap (TypeError naming `what` otherwise), args[1] and args[2] index-sized ints
+ * (OverflowError past them): prefault's and sync_range's first checks, in their order. */
+static int map_and_offsets(PyObject *const *args, const char *what, Py_ssize_t *first,
+                           Py_ssize_t *second)
+{
+    if (mmap_type == NULL && resolve_mmap_type() < 0)
+        return -1;
+    if (!PyObject_TypeCheck(args[0], (PyTypeObject *)mmap_type)) {
+        PyErr_Format(PyExc_TypeError, "%s: the map must be an mmap.mmap", what);
+        return -1;
+    }
+    *first = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
+    if (*first == -1 && PyErr_Occurred())
+        return -1;
+    *second = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
+    if (*second == -1 && PyErr_Occurred())
+        return -1;
+    return 0;
+}
+
 const char rmq_prefault_doc[] = (
 "prefault(map, start, length) -> int\n\n"
 "madvise(MADV_POPULATE_WRITE) over the whole pages of [start, start+length) of a writable mmap.mmap\n"
@@ -60,17 +80,8 @@ PyObject *rmq_prefault(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "prefault(map, start, length)");
         return NULL;
     }
-    if (mmap_type == NULL && resolve_mmap_type() < 0)
-        return NULL;
-    if (!PyObject_TypeCheck(args[0], (PyTypeObject *)mmap_type)) {
-        PyErr_SetString(PyExc_TypeError, "prefault: the map must be an mmap.mmap");
-        return NULL;
-    }
-    Py_ssize_t start = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
-    if (start == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t length = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
-    if (length == -1 && PyErr_Occurred())
+    Py_ssize_t start, length;
+    if (map_and_offsets(args, "prefault", &start, &length) < 0)
         return NULL;
     if (start < 0 || length < 0) {
         PyErr_SetString(PyExc_ValueError, "prefault: start and length must be >= 0");
@@ -139,17 +150,8 @@ PyObject *rmq_sync_range(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_TypeError, "sync_range(map, start, end, drop)");
         return NULL;
     }
-    if (mmap_type == NULL && resolve_mmap_type() < 0)
-        return NULL;
-    if (!PyObject_TypeCheck(args[0], (PyTypeObject *)mmap_type)) {
-        PyErr_SetString(PyExc_TypeError, "sync_range: the map must be an mmap.mmap");
-        return NULL;
-    }
-    Py_ssize_t start = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
-    if (start == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t end = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
-    if (end == -1 && PyErr_Occurred())
+    Py_ssize_t start, end;
+    if (map_and_offsets(args, "sync_range", &start, &end) < 0)
         return NULL;
     int drop = PyObject_IsTrue(args[3]);
     if (drop < 0)
