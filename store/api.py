@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 from store.codec.message import MessageRecord
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message:
     """A message as a producer hands it to the store.
 

@@ -39,6 +39,7 @@ import random
 import struct
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -332,13 +333,23 @@ class Fuzzer:
             sys_flag=pick([0, 4, 8, 12, 0x10, 0x30, 2**31, -1, 2**64]),
             born_timestamp=pick([None, 0, 2**63 - 1, 2**63, -2**63 - 1, 1.5]),
             born_host=pick([None, "", "10.1.2.3:77", "[::1]:5", "nohost"]))
+        shape = rng.random()
+        if shape < 0.05:                           # not a Message: its fields read by getattr
+            message = types.SimpleNamespace(**{name: getattr(message, name)
+                                               for name in Message.__slots__})
+        elif shape < 0.08:                         # a Message with slots left unset
+            half = object.__new__(Message)
+            for name in rng.sample(Message.__slots__, rng.randrange(len(Message.__slots__))):
+                object.__setattr__(half, name, getattr(message, name))
+            message = half
         settings = put_path.PutSettings(
             pick(["127.0.0.1:10911", "[::2]:1"]),
             pick([4 << 20, -2**63, -1, 0, 10, 100, 2**31, 2**63 - 1]),
             rng.choice(["4.9", "5.x"]), rng.random() < 0.5, (1000, 5000),
             pick([1 << 20, 0, 100, 300, 2**31, 2**63 - 1, -2**63]))
         now_ms = pick([1_700_000_000_000, 0, -1, 2**63 - 1])
-        self.last_input = {"target": "encode_put", "message": repr(message)[:2000],
+        shown = repr({name: getattr(message, name, "<unset>") for name in Message.__slots__})
+        self.last_input = {"target": "encode_put", "message": shown[:2000],
                            "settings": repr(settings), "now_ms": now_ms}
         try:                                       # first: the Python path also learns the topic
             expected = put_path._encode_for_put(message, settings, now_ms)

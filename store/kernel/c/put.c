@@ -4,7 +4,7 @@
 
 static PyObject *s_topic, *s_body, *s_queue_id, *s_tags, *s_keys, *s_properties, *s_flag,
     *s_sys_flag, *s_born_timestamp, *s_born_host, *s_prepared, *s_TAGS, *s_KEYS, *s_UNIQ_KEY,
-    *s_DELAY;
+    *s_DELAY, *s_default_host;
 
 #define MAX_FAST_PROPERTIES 64
 
@@ -16,7 +16,7 @@ int rmq_put_init(void)
         {&s_keys, "keys"}, {&s_properties, "properties"}, {&s_flag, "flag"},
         {&s_sys_flag, "sys_flag"}, {&s_born_timestamp, "born_timestamp"},
         {&s_born_host, "born_host"}, {&s_prepared, "prepared_transaction_offset"}, {&s_TAGS, "TAGS"}, {&s_KEYS, "KEYS"},
-        {&s_UNIQ_KEY, "UNIQ_KEY"}, {&s_DELAY, "DELAY"},
+        {&s_UNIQ_KEY, "UNIQ_KEY"}, {&s_DELAY, "DELAY"}, {&s_default_host, "127.0.0.1:0"},
     };
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
         *strings[i].slot = PyUnicode_InternFromString(strings[i].text);
@@ -26,15 +26,80 @@ int rmq_put_init(void)
     return 0;
 }
 
+/* The message class whose fields are read at their slots (store.api.Message), and where. A class
+ * qualifies when its own __slots__ are exactly the 11 fields, in order, each a plain member, and
+ * getattr on its instances is the generic one: a slot read then gives what getattr gives (the
+ * member descriptor is the first thing the lookup finds, in the class's own dict). Any other
+ * class, a subclass included, is read by getattr. */
+static const char *const message_fields[11] = {
+    "topic", "body", "queue_id", "tags", "keys", "properties", "flag", "sys_flag",
+    "born_timestamp", "born_host", "prepared_transaction_offset",
+};
+static PyTypeObject *message_cls;
+static unsigned int message_version;     /* its type version tag when learnt: a change relearns */
+static Py_ssize_t message_offset[11];
+
+/* 1 when messages of `type` are read at their slots (learnt now, replacing an earlier class, or
+ * before and the class unchanged since), 0 otherwise. No exception either way. */
+static int slot_readable(PyTypeObject *type)
+{
+    if (type == message_cls && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) &&
+        type->tp_version_tag == message_version)
+        return 1;
+    Py_ssize_t offsets[11];
+    if (type->tp_getattro != PyObject_GenericGetAttr ||
+        rmq_slot_offsets((PyObject *)type, message_fields, 11, offsets) < 0)
+        return 0;
+    /* A lookup gives the class a version tag (CPython renews it on any change to the class or
+     * its bases); without one, every call checks the class again. */
+    (void)_PyType_Lookup(type, s_topic);
+    memcpy(message_offset, offsets, sizeof offsets);
+    Py_INCREF(type);
+    Py_XSETREF(message_cls, type);
+    message_version = (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? type->tp_version_tag : 0;
+    return 1;
+}
+
 /* A str with neither separator (\x01 when `name`, always \x02); -1 on error. */
 static int clean_text(PyObject *text, int name)
 {
     Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND) {
+        /* One pass over the bytes, eight at a time: a word with no byte below 3 (the common case)
+         * needs no closer look ((x - 0x03..) & ~x & 0x80.. is nonzero iff some byte is < 3). */
+        const unsigned char *p = PyUnicode_1BYTE_DATA(text);
+        const uint64_t threes = 0x0303030303030303ULL, highs = 0x8080808080808080ULL;
+        Py_ssize_t i = 0;
+        for (; i + 8 <= len; i += 8) {
+            uint64_t x;
+            memcpy(&x, p + i, 8);
+            if (((x - threes) & ~x & highs) == 0)
+                continue;
+            for (int k = 0; k < 8; k++)
+                if (p[i + k] == 0x02 || (name && p[i + k] == 0x01))
+                    return 0;
+        }
+        for (; i < len; i++)
+            if (p[i] == 0x02 || (name && p[i] == 0x01))
+                return 0;
+        return 1;
+    }
     if (PyUnicode_FindChar(text, 0x02, 0, len, 1) != -1)
         return 0;
     if (name && PyUnicode_FindChar(text, 0x01, 0, len, 1) != -1)
         return 0;
     return 1;
+}
+
+/* Two exact strs equal (PEP 393: equal text has the same kind); no error possible. */
+static int same_text(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    return n == PyUnicode_GET_LENGTH(b) && kind == (int)PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * kind) == 0;
 }
 
 /* java.util.HashMap's table size after putting keys with these spread hashes (see
@@ -118,10 +183,21 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     PyObject *keys_joined = NULL, *record = NULL, *result = NULL;
     PyObject *const attrs[11] = {s_topic, s_body, s_queue_id, s_tags, s_keys, s_properties, s_flag,
                                  s_sys_flag, s_born_timestamp, s_born_host, s_prepared};
-    for (int i = 0; i < 11; i++) {
-        fields[i] = PyObject_GetAttr(message, attrs[i]);
-        if (fields[i] == NULL)
-            goto error;
+    if (slot_readable(Py_TYPE(message))) {
+        /* store.api.Message (slots): each field read at its slot, as its member descriptor reads
+         * it; an unset slot takes getattr, which raises its AttributeError. */
+        for (int i = 0; i < 11; i++) {
+            PyObject *value = *(PyObject **)((char *)message + message_offset[i]);
+            fields[i] = value != NULL ? Py_NewRef(value) : PyObject_GetAttr(message, attrs[i]);
+            if (fields[i] == NULL)
+                goto error;
+        }
+    } else {
+        for (int i = 0; i < 11; i++) {
+            fields[i] = PyObject_GetAttr(message, attrs[i]);
+            if (fields[i] == NULL)
+                goto error;
+        }
     }
     PyObject *topic = fields[0], *body = fields[1], *queue_id_o = fields[2], *tags = fields[3],
              *keys = fields[4], *props = fields[5], *flag_o = fields[6], *sys_flag_o = fields[7],
@@ -159,7 +235,11 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     }
     PyObject *born;
     if (born_host == Py_None || (PyUnicode_CheckExact(born_host) && PyUnicode_GET_LENGTH(born_host) == 0))
-        born = PyDict_GetItemString(host_fields, "127.0.0.1:0");
+    {
+        born = PyDict_GetItemWithError(host_fields, s_default_host);
+        if (born == NULL)
+            PyErr_Clear();                         /* as PyDict_GetItemString: the Python path */
+    }
     else if (PyUnicode_CheckExact(born_host))
         born = PyDict_GetItemWithError(host_fields, born_host);
     else
@@ -183,7 +263,35 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     }
     if (PyTuple_CheckExact(keys) || PyList_CheckExact(keys)) {
         Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
-        if (n > 0) {
+        /* ASCII tokens (the common case) joined here; anything else by str.join below. */
+        Py_ssize_t joined_len = 0, non_empty = 0;
+        int ascii = 1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *token = PySequence_Fast_GET_ITEM(keys, i);
+            if (!PyUnicode_CheckExact(token))
+                goto fallback;
+            Py_ssize_t len = PyUnicode_GET_LENGTH(token);
+            if (len > 0) {
+                ascii &= PyUnicode_IS_ASCII(token) ? 1 : 0;
+                joined_len += len + (non_empty++ > 0);
+            }
+        }
+        if (ascii && non_empty > 0) {
+            keys_joined = PyUnicode_New(joined_len, 127);
+            if (keys_joined == NULL)
+                goto error;
+            unsigned char *out = PyUnicode_1BYTE_DATA(keys_joined);
+            for (Py_ssize_t i = 0, written = 0; i < n; i++) {
+                PyObject *token = PySequence_Fast_GET_ITEM(keys, i);
+                Py_ssize_t len = PyUnicode_GET_LENGTH(token);
+                if (len == 0)
+                    continue;
+                if (written++ > 0)
+                    *out++ = ' ';
+                memcpy(out, PyUnicode_1BYTE_DATA(token), (size_t)len);
+                out += len;
+            }
+        } else if (non_empty > 0) {
             PyObject *tokens = PyList_New(0);
             if (tokens == NULL)
                 goto error;
@@ -226,14 +334,13 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             if (!PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(value) ||
                 PyUnicode_GET_LENGTH(name) == 0 || !clean_text(name, 1) || !clean_text(value, 0))
                 goto fallback;
-            int eq_delay = PyUnicode_Compare(name, s_DELAY);
-            if (eq_delay == 0)
+            if (same_text(name, s_DELAY))
                 goto fallback;                    /* delays move the message: the Python path */
-            if (tags_at >= 0 && PyUnicode_Compare(name, s_TAGS) == 0) {
+            if (tags_at >= 0 && same_text(name, s_TAGS)) {
                 values[tags_at] = value;
                 continue;
             }
-            if (keys_at >= 0 && PyUnicode_Compare(name, s_KEYS) == 0) {
+            if (keys_at >= 0 && same_text(name, s_KEYS)) {
                 values[keys_at] = value;
                 continue;
             }
@@ -323,11 +430,11 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     PyObject *final_keys = keys_at >= 0 ? values[keys_at] : NULL;
     PyObject *uniq = NULL;
     for (int i = 0; i < count; i++) {
-        if (PyUnicode_Compare(names[i], s_UNIQ_KEY) == 0)
+        if (same_text(names[i], s_UNIQ_KEY))
             uniq = values[i];
-        else if (final_tags == NULL && PyUnicode_Compare(names[i], s_TAGS) == 0)
+        else if (final_tags == NULL && same_text(names[i], s_TAGS))
             final_tags = values[i];
-        else if (final_keys == NULL && PyUnicode_Compare(names[i], s_KEYS) == 0)
+        else if (final_keys == NULL && same_text(names[i], s_KEYS))
             final_keys = values[i];
     }
     if (PyErr_Occurred())
