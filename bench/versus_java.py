@@ -14,6 +14,15 @@ queues, batches of 32 as `MessageExtBatch`), end to end indexed = until the repu
 SYNC_FLUSH with 32 producers of 625 puts; pulls of 32 over a 64,000-message store built with batch
 puts; lookups on a store of `--lookup-count` messages.
 
+A pull's three forms do the same work on both sides: "no copy" touches each message's buffer
+(`decode="view"` here, the result's ByteBuffer slices there); "bytes copied" copies each message into
+an array of its own (`decode=False`: one bytes object per record; there one byte[] per
+ByteBuffer); "decoded" builds message objects (`decode=True`: MessageRecords; there
+`MessageDecoder.decodes` of the pull's bytes copied into one array, as the broker's
+`readGetMessageResult` does). A Java put gets its properties string and tagsCode set before the
+clock, as the broker's SendMessageProcessor hands them over from the request; ours encodes the
+properties from the Message inside `put_message`, which is where its API takes them.
+
 The JVM gets `--java-warmup` untimed repetitions first in each call (default 3), so that its JIT has
 compiled the hot paths: the figures compared are the real store's steady state, as in the issue.
 Rounds alternate the side that goes first (Java, ours, then ours, Java, ...), each side running
