@@ -50,9 +50,12 @@ static int slot_readable(PyTypeObject *type)
     if (type->tp_getattro != PyObject_GenericGetAttr ||
         rmq_slot_offsets((PyObject *)type, message_fields, 11, offsets) < 0)
         return 0;
-    /* A lookup gives the class a version tag (CPython renews it on any change to the class or
-     * its bases); without one, every call checks the class again. */
-    (void)_PyType_Lookup(type, s_topic);
+    /* A lookup on the class gives it a version tag (CPython renews it on any change to the class
+     * or its bases); without one, every call checks the class again. */
+    PyObject *member = PyObject_GetAttr((PyObject *)type, s_topic);
+    if (member == NULL)
+        PyErr_Clear();
+    Py_XDECREF(member);
     memcpy(message_offset, offsets, sizeof offsets);
     Py_INCREF(type);
     Py_XSETREF(message_cls, type);
@@ -234,13 +237,11 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             goto fallback;
     }
     PyObject *born;
-    if (born_host == Py_None || (PyUnicode_CheckExact(born_host) && PyUnicode_GET_LENGTH(born_host) == 0))
-    {
+    if (born_host == Py_None || (PyUnicode_CheckExact(born_host) && PyUnicode_GET_LENGTH(born_host) == 0)) {
         born = PyDict_GetItemWithError(host_fields, s_default_host);
         if (born == NULL)
             PyErr_Clear();                         /* as PyDict_GetItemString: the Python path */
-    }
-    else if (PyUnicode_CheckExact(born_host))
+    } else if (PyUnicode_CheckExact(born_host))
         born = PyDict_GetItemWithError(host_fields, born_host);
     else
         goto fallback;
