@@ -173,6 +173,22 @@ PyObject *rmq_decode_at(const unsigned char *buf, Py_ssize_t len, rmq_decoder *d
 PyObject *rmq_encode_record(PyObject *self, PyObject *args);
 PyObject *rmq_place(PyObject *self, PyObject *args);
 PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* put.c's encoder, shared with put_batch.c: the context parsed once, records appended to an
+ * arena. */
+typedef struct {
+    PyObject *valid_topics, *host_fields, *store_host;       /* borrowed from the context tuple */
+    long long max_message_size, segment_size;
+    int style_49, allow_v2;
+} rmq_put_ctx;
+typedef struct { unsigned char *buf; Py_ssize_t len, cap; } rmq_arena;      /* PyMem_Malloc'd */
+typedef struct {
+    PyObject *topic;                                        /* a new reference */
+    long queue_id, sys_flag, ts_position;
+    Py_ssize_t size;
+} rmq_encoded;
+int rmq_put_context(PyObject *context, rmq_put_ctx *c);
+PyObject *rmq_encode_one(PyObject *message, const rmq_put_ctx *c, long long now_ms,
+                         rmq_arena *arena, rmq_encoded *info);
 PyObject *rmq_scan(PyObject *self, PyObject *args);
 PyObject *rmq_java_hashes(PyObject *self, PyObject *arg);
 PyObject *rmq_index_hashes(PyObject *self, PyObject *args);

@@ -142,6 +142,43 @@ const char rmq_encode_put_doc[] = (
 ": the Python path then decides,\n"
 "with RocketMQ's status and a sentence.");
 
+/* encode_put's context (the 8-tuple), parsed: 0; 1 when it declines every message (the [5.x]
+ * property CRC on); -1 with an exception. Each conversion is checked before the next:
+ * PyObject_IsTrue must not run with an error set. */
+int rmq_put_context(PyObject *context, rmq_put_ctx *c)
+{
+    if (!PyTuple_CheckExact(context) || PyTuple_GET_SIZE(context) != 8) {
+        PyErr_SetString(PyExc_TypeError, "encode_put(message, context (8-tuple), now_ms)");
+        return -1;
+    }
+    c->valid_topics = PyTuple_GET_ITEM(context, 0);
+    c->host_fields = PyTuple_GET_ITEM(context, 1);
+    c->store_host = PyTuple_GET_ITEM(context, 2);
+    c->max_message_size = PyLong_AsLongLong(PyTuple_GET_ITEM(context, 3));
+    if (c->max_message_size == -1 && PyErr_Occurred())
+        return -1;
+    if ((c->style_49 = PyObject_IsTrue(PyTuple_GET_ITEM(context, 4))) < 0)
+        return -1;
+    if ((c->allow_v2 = PyObject_IsTrue(PyTuple_GET_ITEM(context, 5))) < 0)
+        return -1;
+    c->segment_size = PyLong_AsLongLong(PyTuple_GET_ITEM(context, 6));
+    if (c->segment_size == -1 && PyErr_Occurred())
+        return -1;
+    /* [5.x] enabledAppendPropCRC: the CRC is sealed in the lock after the 20 reserved bytes; this
+     * encoder does not reserve them, so it declines and the Python path encodes. */
+    int append_prop_crc = PyObject_IsTrue(PyTuple_GET_ITEM(context, 7));
+    if (append_prop_crc < 0)
+        return -1;
+    if (append_prop_crc)
+        return 1;
+    if (!PyAnySet_Check(c->valid_topics) || !PyDict_Check(c->host_fields) ||
+            !PyBytes_Check(c->store_host)) {
+        PyErr_SetString(PyExc_TypeError, "context: (set, dict, bytes, int, bool, bool, int, bool)");
+        return -1;
+    }
+    return 0;
+}
+
 PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     /* METH_FASTCALL and direct tuple reads: argument parsing was a tenth of a put. */
@@ -149,36 +186,27 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_TypeError, "encode_put(message, context (8-tuple), now_ms)");
         return NULL;
     }
-    PyObject *message = args[0], *context = args[1];
     long long now_ms = PyLong_AsLongLong(args[2]);
     if (now_ms == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *valid_topics = PyTuple_GET_ITEM(context, 0), *host_fields = PyTuple_GET_ITEM(context, 1),
-             *store_host = PyTuple_GET_ITEM(context, 2);
-    /* Each conversion is checked before the next: PyObject_IsTrue must not run with an error set. */
-    long long max_message_size = PyLong_AsLongLong(PyTuple_GET_ITEM(context, 3));
-    if (max_message_size == -1 && PyErr_Occurred())
-        return NULL;
-    int style_49 = PyObject_IsTrue(PyTuple_GET_ITEM(context, 4));
-    if (style_49 < 0)
-        return NULL;
-    int allow_v2 = PyObject_IsTrue(PyTuple_GET_ITEM(context, 5));
-    if (allow_v2 < 0)
-        return NULL;
-    long long segment_size = PyLong_AsLongLong(PyTuple_GET_ITEM(context, 6));
-    if (segment_size == -1 && PyErr_Occurred())
-        return NULL;
-    /* [5.x] enabledAppendPropCRC: the CRC is sealed in the lock after the 20 reserved bytes; this
-     * encoder does not reserve them, so it declines and the Python path encodes. */
-    int append_prop_crc = PyObject_IsTrue(PyTuple_GET_ITEM(context, 7));
-    if (append_prop_crc < 0)
-        return NULL;
-    if (append_prop_crc)
-        Py_RETURN_NONE;
-    if (!PyAnySet_Check(valid_topics) || !PyDict_Check(host_fields) || !PyBytes_Check(store_host)) {
-        PyErr_SetString(PyExc_TypeError, "context: (set, dict, bytes, int, bool, bool, int, bool)");
-        return NULL;
-    }
+    rmq_put_ctx c;
+    int parsed = rmq_put_context(args[1], &c);
+    if (parsed != 0)
+        return parsed < 0 ? NULL : Py_NewRef(Py_None);
+    return rmq_encode_one(args[0], &c, now_ms, NULL, NULL);
+}
+
+/* encode_put of one message with its context parsed. With `arena` NULL: encode_put's answer (a
+ * tuple, None, or NULL with an exception). With an arena: the record is appended to it and
+ * `info` filled (topic a new reference), the answer Py_True; None or NULL as above, the arena as
+ * it was. */
+PyObject *rmq_encode_one(PyObject *message, const rmq_put_ctx *c, long long now_ms,
+                         rmq_arena *arena, rmq_encoded *info)
+{
+    PyObject *valid_topics = c->valid_topics, *host_fields = c->host_fields,
+             *store_host = c->store_host;
+    long long max_message_size = c->max_message_size, segment_size = c->segment_size;
+    int style_49 = c->style_49, allow_v2 = c->allow_v2;
 
     PyObject *fields[11] = {NULL};
     PyObject *names[MAX_FAST_PROPERTIES], *values[MAX_FAST_PROPERTIES];
@@ -412,10 +440,27 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (total > INT32_MAX || total - 65536 > max_message_size || total + 8 > segment_size)
         goto fallback;
 
-    record = PyByteArray_FromStringAndSize(NULL, total);
-    if (record == NULL)
-        goto error;
-    unsigned char *q = rmq_write_record((unsigned char *)PyByteArray_AS_STRING(record), &layout);
+    unsigned char *q;
+    if (arena != NULL) {
+        if (arena->len + total > arena->cap) {
+            Py_ssize_t cap = arena->cap > 0 ? arena->cap * 2 : 4096;
+            if (cap < arena->len + total)
+                cap = arena->len + total;
+            unsigned char *grown = PyMem_Realloc(arena->buf, (size_t)cap);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto error;
+            }
+            arena->buf = grown;
+            arena->cap = cap;
+        }
+        q = rmq_write_record(arena->buf + arena->len, &layout);
+    } else {
+        record = PyByteArray_FromStringAndSize(NULL, total);
+        if (record == NULL)
+            goto error;
+        q = rmq_write_record((unsigned char *)PyByteArray_AS_STRING(record), &layout);
+    }
     for (int k = 0; k < count; k++) {
         int i = order[k];
         memcpy(q, utf8_names[i], name_lens[i]);
@@ -427,6 +472,16 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             *q++ = 0x02;
     }
 
+    if (arena != NULL) {                           /* encode_batch needs no more than this */
+        arena->len += total;
+        info->topic = Py_NewRef(topic);
+        info->queue_id = queue_id;
+        info->sys_flag = sys_flag;
+        info->size = total;
+        info->ts_position = 48 + (long)born_len;
+        result = Py_NewRef(Py_True);
+        goto done;
+    }
     PyObject *final_tags = tags_at >= 0 ? values[tags_at] : NULL;
     PyObject *final_keys = keys_at >= 0 ? values[keys_at] : NULL;
     PyObject *uniq = NULL;

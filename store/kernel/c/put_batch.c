@@ -1,12 +1,13 @@
 /* encode_batch, place_batch: a batch put (or a single one) encoded in one call, then placed in its
  * segment with its offsets, store time and msgIds in one call under the put lock.
  *
- * encode_batch runs put.c's encode_put on each message and answers only when every message takes
- * that common path and the batch as a whole breaks none of store.message_store.put_messages' rules
- * (one topic and queue, no delayed or transactional message in a batch of several, maxMessageSize
- * for the batch, a segment big enough); otherwise None, and the Python path decides with its own
- * status and sentence. So the record bytes are encode_put's, and every refusal stays the Python
- * path's. */
+ * encode_batch runs put.c's encoder (rmq_encode_one: encode_put's checks and bytes, the context
+ * parsed once, each record written straight after the one before it) on each message and answers
+ * only when every message takes that common path and the batch as a whole breaks none of
+ * store.message_store.put_messages' rules (one topic and queue, no delayed or transactional
+ * message in a batch of several, maxMessageSize for the batch, a segment big enough); otherwise
+ * None, and the Python path decides with its own status and sentence. So the record bytes are
+ * encode_put's, and every refusal stays the Python path's. */
 
 #include "kernel.h"
 
@@ -42,98 +43,94 @@ PyObject *rmq_encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_ValueError, "encode_batch: too many messages");
         return NULL;
     }
+    /* What encode_put would check first, on every message: the time, then the context (one
+     * parse here, the same checks in the same order). */
+    long long now_ms = PyLong_AsLongLong(args[2]);
+    if (now_ms == -1 && PyErr_Occurred())
+        return NULL;
+    rmq_put_ctx ctx;
+    int parsed = rmq_put_context(context, &ctx);
+    if (parsed != 0)
+        return parsed < 0 ? NULL : Py_NewRef(Py_None);
 
-    /* A copy of the list: encode_put's attribute reads may run Python code that changes it. */
+    /* A copy of the list: the attribute reads may run Python code that changes it. */
     PyObject *items = PyList_AsTuple(messages);
     if (items == NULL)
         return NULL;
-    PyObject *encoded = PyList_New(count);     /* encode_put's tuples, owned here */
-    PyObject *layout = NULL, *records = NULL, *result = NULL;
-    if (encoded == NULL) {
-        Py_DECREF(items);
-        return NULL;
-    }
-    PyObject *call_args[3] = {NULL, context, args[2]};
+    /* Each record is encoded straight after the one before it (no record object, no tuple per
+     * message); the layout holds (size, store_timestamp_position) per record. */
+    rmq_arena arena = {NULL, 0, 0};
+    rmq_encoded first = {NULL, 0, 0, 0, 0};
+    PyObject *layout = PyBytes_FromStringAndSize(
+        NULL, count * LAYOUT_FIELDS * (Py_ssize_t)sizeof(int32_t));
+    PyObject *records = NULL, *result = NULL, *queue_o = NULL, *flag_o = NULL;
+    if (layout == NULL)
+        goto error;
+    int32_t *fields = (int32_t *)PyBytes_AS_STRING(layout);
     Py_ssize_t total = 0;
-    PyObject *topic = NULL, *queue_id = NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        call_args[0] = PyTuple_GET_ITEM(items, i);
-        PyObject *one = rmq_encode_put(self, call_args, 3);
+        rmq_encoded info;
+        PyObject *one = rmq_encode_one(PyTuple_GET_ITEM(items, i), &ctx, now_ms, &arena, &info);
         if (one == NULL)
             goto error;
-        PyList_SET_ITEM(encoded, i, one);
-        if (one == Py_None)
+        if (one == Py_None) {
+            Py_DECREF(one);
             goto decline;
-        PyObject *record = PyTuple_GET_ITEM(one, 0);
-        PyObject *this_topic = PyTuple_GET_ITEM(one, 1), *this_queue = PyTuple_GET_ITEM(one, 2);
-        long sys_flag = PyLong_AsLong(PyTuple_GET_ITEM(one, 3));
-        if (sys_flag == -1 && PyErr_Occurred())
-            goto error;
+        }
+        Py_DECREF(one);
         if (i == 0) {
-            topic = this_topic;
-            queue_id = this_queue;
+            first = info;                       /* owns the topic */
+            /* room for the rest at the first record's size (more is grown when needed) */
+            Py_ssize_t want = info.size * count + info.size / 8 + 64;
+            if (count > 1 && want > arena.cap) {
+                unsigned char *grown = PyMem_Realloc(arena.buf, (size_t)want);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto error;
+                }
+                arena.buf = grown;
+                arena.cap = want;
+            }
         } else {
             /* encode_put took the message's own topic (no DELAY) and queue id: compare them as
              * put_messages does. */
-            int same_topic = PyUnicode_Compare(topic, this_topic);
+            int same_topic = PyUnicode_Compare(first.topic, info.topic);
+            Py_DECREF(info.topic);
             if (same_topic == -1 && PyErr_Occurred())
                 goto error;
-            int same_queue = PyObject_RichCompareBool(queue_id, this_queue, Py_EQ);
-            if (same_queue < 0)
-                goto error;
-            if (same_topic != 0 || !same_queue)
+            if (same_topic != 0 || info.queue_id != first.queue_id)
                 goto decline;
         }
-        if (count > 1 && (sys_flag & 0x0C) != 0)
+        if (count > 1 && (info.sys_flag & 0x0C) != 0)
             goto decline;                      /* "batches cannot be delayed or transactional" */
-        total += PyByteArray_GET_SIZE(record); /* each <= segment size: no overflow */
+        fields[i * LAYOUT_FIELDS] = (int32_t)info.size;
+        fields[i * LAYOUT_FIELDS + 1] = (int32_t)info.ts_position;
+        total += info.size;                    /* each <= segment size: no overflow */
         if (total + 8 > segment_size)
             goto decline;                      /* RecordTooLargeForSegment: the Python path */
     }
     if (count > 1 && total > max_message_size)
         goto decline;
-
-    /* A single put: encode_put's own bytearray (fresh, owned by `encoded` alone) is the answer, with
-     * no second allocation and copy of the record. */
-    if (count == 1) {
-        records = PyTuple_GET_ITEM(PyList_GET_ITEM(encoded, 0), 0);
-        Py_INCREF(records);
-    } else {
-        records = PyByteArray_FromStringAndSize(NULL, total);
-    }
-    layout = PyBytes_FromStringAndSize(NULL, count * LAYOUT_FIELDS * (Py_ssize_t)sizeof(int32_t));
-    if (records == NULL || layout == NULL)
+    records = PyByteArray_FromStringAndSize((const char *)arena.buf, total);
+    queue_o = PyLong_FromLong(first.queue_id);
+    flag_o = PyLong_FromLong(first.sys_flag);
+    if (records == NULL || queue_o == NULL || flag_o == NULL)
         goto error;
-    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(records);
-    int32_t *fields = (int32_t *)PyBytes_AS_STRING(layout);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *one = PyList_GET_ITEM(encoded, i);
-        PyObject *record = PyTuple_GET_ITEM(one, 0);
-        Py_ssize_t size = PyByteArray_GET_SIZE(record);
-        long ts_position = PyLong_AsLong(PyTuple_GET_ITEM(one, 7));
-        if (ts_position == -1 && PyErr_Occurred())
-            goto error;
-        if (count > 1)
-            memcpy(out, PyByteArray_AS_STRING(record), size);
-        out += size;
-        fields[i * LAYOUT_FIELDS] = (int32_t)size;
-        fields[i * LAYOUT_FIELDS + 1] = (int32_t)ts_position;
-    }
-    PyObject *first = PyList_GET_ITEM(encoded, 0);
-    result = Py_BuildValue("(OOOOOn)", records, layout, topic, queue_id, PyTuple_GET_ITEM(first, 3),
-                           count);
+    result = Py_BuildValue("(OOOOOn)", records, layout, first.topic, queue_o, flag_o, count);
     goto done;
 
 decline:
-    result = Py_None;
-    Py_INCREF(result);
+    result = Py_NewRef(Py_None);
     goto done;
 error:
     result = NULL;
 done:
     Py_XDECREF(records);
     Py_XDECREF(layout);
-    Py_DECREF(encoded);
+    Py_XDECREF(queue_o);
+    Py_XDECREF(flag_o);
+    Py_XDECREF(first.topic);
+    PyMem_Free(arena.buf);
     Py_DECREF(items);
     return result;
 }
