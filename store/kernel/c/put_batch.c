@@ -80,8 +80,11 @@ PyObject *rmq_encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nar
         Py_DECREF(one);
         if (i == 0) {
             first = info;                       /* owns the topic */
-            /* room for the rest at the first record's size (more is grown when needed) */
+            /* room for the rest at the first record's size (more is grown when needed), never
+             * past a segment: a batch that needs more is declined below */
             Py_ssize_t want = info.size * count + info.size / 8 + 64;
+            if (want > segment_size)
+                want = (Py_ssize_t)segment_size;
             if (count > 1 && want > arena.cap) {
                 unsigned char *grown = PyMem_Realloc(arena.buf, (size_t)want);
                 if (grown == NULL) {
