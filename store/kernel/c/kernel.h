@@ -187,6 +187,7 @@ typedef struct {
     Py_ssize_t size;
 } rmq_encoded;
 int rmq_put_context(PyObject *context, rmq_put_ctx *c);
+int rmq_arena_reserve(rmq_arena *arena, Py_ssize_t cap);
 PyObject *rmq_encode_one(PyObject *message, const rmq_put_ctx *c, long long now_ms,
                          rmq_arena *arena, rmq_encoded *info);
 PyObject *rmq_scan(PyObject *self, PyObject *args);

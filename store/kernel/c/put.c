@@ -142,15 +142,11 @@ const char rmq_encode_put_doc[] = (
 ": the Python path then decides,\n"
 "with RocketMQ's status and a sentence.");
 
-/* encode_put's context (the 8-tuple), parsed: 0; 1 when it declines every message (the [5.x]
- * property CRC on); -1 with an exception. Each conversion is checked before the next:
- * PyObject_IsTrue must not run with an error set. */
+/* encode_put's context (an 8-tuple: the caller checked it), parsed: 0; 1 when it declines every
+ * message (the [5.x] property CRC on); -1 with an exception. Each conversion is checked before
+ * the next: PyObject_IsTrue must not run with an error set. */
 int rmq_put_context(PyObject *context, rmq_put_ctx *c)
 {
-    if (!PyTuple_CheckExact(context) || PyTuple_GET_SIZE(context) != 8) {
-        PyErr_SetString(PyExc_TypeError, "encode_put(message, context (8-tuple), now_ms)");
-        return -1;
-    }
     c->valid_topics = PyTuple_GET_ITEM(context, 0);
     c->host_fields = PyTuple_GET_ITEM(context, 1);
     c->store_host = PyTuple_GET_ITEM(context, 2);
@@ -194,6 +190,21 @@ PyObject *rmq_encode_put(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (parsed != 0)
         return parsed < 0 ? NULL : Py_NewRef(Py_None);
     return rmq_encode_one(args[0], &c, now_ms, NULL, NULL);
+}
+
+/* Room for `cap` bytes in the arena (nothing when it has them): 0, or -1 with MemoryError. */
+int rmq_arena_reserve(rmq_arena *arena, Py_ssize_t cap)
+{
+    if (cap <= arena->cap)
+        return 0;
+    unsigned char *grown = PyMem_Realloc(arena->buf, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    arena->buf = grown;
+    arena->cap = cap;
+    return 0;
 }
 
 /* encode_put of one message with its context parsed. With `arena` NULL: encode_put's answer (a
@@ -324,22 +335,16 @@ PyObject *rmq_encode_one(PyObject *message, const rmq_put_ctx *c, long long now_
             PyObject *tokens = PyList_New(0);
             if (tokens == NULL)
                 goto error;
-            for (Py_ssize_t i = 0; i < n; i++) {
+            for (Py_ssize_t i = 0; i < n; i++) {       /* every token a str: checked above */
                 PyObject *token = PySequence_Fast_GET_ITEM(keys, i);
-                if (!PyUnicode_CheckExact(token)) {
-                    Py_DECREF(tokens);
-                    goto fallback;
-                }
                 if (PyUnicode_GET_LENGTH(token) > 0 && PyList_Append(tokens, token) < 0) {
                     Py_DECREF(tokens);
                     goto error;
                 }
             }
-            if (PyList_GET_SIZE(tokens) > 0) {
-                PyObject *space = PyUnicode_FromString(" ");
-                keys_joined = space ? PyUnicode_Join(space, tokens) : NULL;
-                Py_XDECREF(space);
-            }
+            PyObject *space = PyUnicode_FromString(" ");
+            keys_joined = space ? PyUnicode_Join(space, tokens) : NULL;
+            Py_XDECREF(space);
             Py_DECREF(tokens);
             if (PyErr_Occurred())
                 goto error;
@@ -444,15 +449,8 @@ PyObject *rmq_encode_one(PyObject *message, const rmq_put_ctx *c, long long now_
     if (arena != NULL) {
         if (arena->len + total > arena->cap) {
             Py_ssize_t cap = arena->cap > 0 ? arena->cap * 2 : 4096;
-            if (cap < arena->len + total)
-                cap = arena->len + total;
-            unsigned char *grown = PyMem_Realloc(arena->buf, (size_t)cap);
-            if (grown == NULL) {
-                PyErr_NoMemory();
+            if (rmq_arena_reserve(arena, cap > arena->len + total ? cap : arena->len + total) < 0)
                 goto error;
-            }
-            arena->buf = grown;
-            arena->cap = cap;
         }
         q = rmq_write_record(arena->buf + arena->len, &layout);
     } else {

@@ -85,15 +85,8 @@ PyObject *rmq_encode_batch(PyObject *self, PyObject *const *args, Py_ssize_t nar
             Py_ssize_t want = info.size * count + info.size / 8 + 64;
             if (want > segment_size)
                 want = (Py_ssize_t)segment_size;
-            if (count > 1 && want > arena.cap) {
-                unsigned char *grown = PyMem_Realloc(arena.buf, (size_t)want);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    goto error;
-                }
-                arena.buf = grown;
-                arena.cap = want;
-            }
+            if (count > 1 && rmq_arena_reserve(&arena, want) < 0)
+                goto error;
         } else {
             /* encode_put took the message's own topic (no DELAY) and queue id: compare them as
              * put_messages does. */
