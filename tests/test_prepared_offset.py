@@ -136,7 +136,7 @@ def test_a_prepared_offset_that_is_not_a_long_is_refused(tmp_path, bad):
 @pytest.mark.skipif(kernel.encode_put is None, reason="the C kernel is not built")
 @pytest.mark.parametrize("append_prop_crc", [False, True])
 def test_the_compiled_put_encoder_carries_it_or_declines(append_prop_crc):
-    from tests.test_kernel import _random_message
+    from tests.test_kernel_encode_put import _random_message
     rng = random.Random(5)
     settings = put_path.PutSettings("127.0.0.1:10911", 4096, "5.x", True, (1000, 5000), 1 << 20,
                                     append_prop_crc)
